@@ -1,0 +1,219 @@
+"""Configurations of the REALM models.
+
+Every model reads its settings only from its config. Each config wraps one or more BERT configs (the
+encoders are plain `BertModel`s) and adds the REALM-specific settings; invalid values raise a
+`ValueError` that names the value and says what is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from huggingface_hub.dataclasses import strict
+from transformers import BertConfig, PreTrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+# `BertConfig()` defaults are BERT-base, the encoder of the released REALM checkpoints.
+_BERT_BASE: dict = {}
+
+
+def _check_positive(name: str, value: int | None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+
+
+def _check_fits_positions(name: str, length: int, bert_config: BertConfig) -> None:
+    if length > bert_config.max_position_embeddings:
+        raise ValueError(
+            f"`{name}`={length} exceeds the encoder's `max_position_embeddings`="
+            f"{bert_config.max_position_embeddings}; use a length of at most "
+            f"{bert_config.max_position_embeddings} or an encoder with more positions."
+        )
+
+
+@strict
+class RealmRetrieverConfig(PreTrainedConfig):
+    r"""
+    Configuration of [`RealmRetriever`], the dense retriever `f(x, z) = Embed_input(x)ᵀ Embed_doc(z)`.
+
+    Args:
+        bert_config (`dict` or `BertConfig`, *optional*):
+            The BERT encoder of the query tower (and of the document tower). Defaults to BERT-base.
+        share_towers (`bool`, *optional*, defaults to `True`):
+            Whether the query and the document embedders are one network (as in the released REALM
+            checkpoints) or two networks of the same architecture (as in ORQA / DPR).
+        projection_size (`int`, *optional*, defaults to 128):
+            Size of the retrieval embeddings: `W · pooled` projects the pooled BERT vector to this many
+            dimensions. `None` keeps the BERT hidden size and uses no projection (useful to start from a
+            sentence-embedding model whose geometry a random projection would blur).
+        projection_layer_norm (`bool`, *optional*, defaults to `True`):
+            Whether a LayerNorm follows the projection, as in the released checkpoints.
+        pooling (`str`, *optional*, defaults to `"cls"`):
+            How the sequence is pooled before the projection: `"cls"` (the final [CLS] state), `"pooler"`
+            (BERT's pooler, `tanh(W·h_CLS)`, which the released transformers-REALM checkpoints use) or `"mean"`
+            (masked mean of the token states, how sentence-transformers models such as all-MiniLM-L6-v2 were
+            trained).
+        normalize_embeddings (`bool`, *optional*, defaults to `False`):
+            Whether embeddings are L2-normalized (inner product becomes cosine similarity).
+        query_max_length (`int`, *optional*, defaults to 96):
+            Maximum number of wordpieces of a query `[CLS] x [SEP]`.
+        block_max_length (`int`, *optional*, defaults to 288):
+            Maximum number of wordpieces of a block `[CLS] title [SEP] body [SEP]`.
+
+    Example:
+
+    ```python
+    >>> from realm_hf import RealmRetrieverConfig, RealmRetriever
+    >>> config = RealmRetrieverConfig(bert_config={"hidden_size": 32, "num_hidden_layers": 2,
+    ...     "num_attention_heads": 2, "intermediate_size": 64})
+    >>> retriever = RealmRetriever(config)
+    ```"""
+
+    model_type = "realm_retriever"
+    sub_configs_defaults = {"bert_config": SubConfigSpec(BertConfig, init_kwargs=_BERT_BASE)}
+
+    bert_config: dict | PreTrainedConfig | None = None
+    share_towers: bool = True
+    projection_size: int | None = 128
+    projection_layer_norm: bool = True
+    pooling: Literal["cls", "pooler", "mean"] = "cls"
+    normalize_embeddings: bool = False
+    query_max_length: int = 96
+    block_max_length: int = 288
+
+    def validate_realm_retriever(self):
+        """Part of `@strict` validation: REALM-specific values."""
+        _check_positive("projection_size", self.projection_size, allow_none=True)
+        if self.pooling not in ("cls", "pooler", "mean"):
+            raise ValueError(f"`pooling` must be 'cls', 'pooler' or 'mean', got {self.pooling!r}.")
+        _check_positive("query_max_length", self.query_max_length)
+        _check_positive("block_max_length", self.block_max_length)
+        _check_fits_positions("query_max_length", self.query_max_length, self.bert_config)
+        _check_fits_positions("block_max_length", self.block_max_length, self.bert_config)
+
+    @property
+    def embedding_size(self) -> int:
+        """Dimension `D` of the query and document embeddings."""
+        return self.projection_size if self.projection_size is not None else self.bert_config.hidden_size
+
+
+@strict
+class RealmKnowledgeEncoderConfig(PreTrainedConfig):
+    r"""
+    Configuration of [`RealmKnowledgeEncoder`], the knowledge-augmented encoder `p(y | z, x)` used in
+    pre-training: a BERT with a masked-LM head over `[CLS] x [SEP] z_body [SEP]`.
+
+    Args:
+        bert_config (`dict` or `BertConfig`, *optional*):
+            The BERT encoder. Defaults to BERT-base.
+        num_candidates (`int`, *optional*, defaults to 8):
+            Number of documents per masked sentence in pre-training, the null document included.
+        use_null_document (`bool`, *optional*, defaults to `True`):
+            Whether every candidate set holds the null document ∅ (an empty block), so the model can put
+            probability on "no retrieval needed".
+        max_length (`int`, *optional*, defaults to 288):
+            Maximum number of wordpieces of the joined sequence `[CLS] x [SEP] z_body [SEP]`.
+        mask_token_id (`int`, *optional*, defaults to 103):
+            Id of `[MASK]`; where no labels are given, predictions are made at these positions.
+        tie_word_embeddings (`bool`, *optional*, defaults to `True`):
+            Whether the MLM decoder shares its weights with the input word embeddings.
+    """
+
+    model_type = "realm_knowledge_encoder"
+    sub_configs_defaults = {"bert_config": SubConfigSpec(BertConfig, init_kwargs=_BERT_BASE)}
+
+    bert_config: dict | PreTrainedConfig | None = None
+    num_candidates: int = 8
+    use_null_document: bool = True
+    max_length: int = 288
+    mask_token_id: int = 103
+    tie_word_embeddings: bool = True
+
+    def validate_realm_knowledge_encoder(self):
+        """Part of `@strict` validation: REALM-specific values."""
+        _check_positive("num_candidates", self.num_candidates)
+        _check_positive("max_length", self.max_length)
+        _check_fits_positions("max_length", self.max_length, self.bert_config)
+        if self.use_null_document and self.num_candidates < 2:
+            raise ValueError(
+                f"`num_candidates`={self.num_candidates} leaves no room for a retrieved document next to the "
+                "null document; use num_candidates >= 2 or use_null_document=False."
+            )
+        if not 0 <= self.mask_token_id < self.bert_config.vocab_size:
+            raise ValueError(
+                f"`mask_token_id`={self.mask_token_id} is outside the vocabulary of size "
+                f"{self.bert_config.vocab_size}; pass the tokenizer's `mask_token_id`."
+            )
+
+
+@strict
+class RealmReaderConfig(PreTrainedConfig):
+    r"""
+    Configuration of [`RealmReader`], the Open-QA span reader over `[CLS] question [SEP] block [SEP]`.
+
+    Args:
+        bert_config (`dict` or `BertConfig`, *optional*):
+            The BERT encoder. Defaults to BERT-base.
+        span_hidden_size (`int`, *optional*, defaults to 256):
+            Hidden size of the span scorer `MLP([h_start; h_end])`.
+        max_span_width (`int`, *optional*, defaults to 10):
+            Longest answer span, in wordpieces.
+        max_length (`int`, *optional*, defaults to 288):
+            Maximum number of wordpieces of the joined sequence `[CLS] question [SEP] block [SEP]`.
+        span_layer_norm_eps (`float`, *optional*, defaults to 1e-3):
+            Epsilon of the LayerNorm inside the span scorer (the released checkpoints use 1e-3).
+    """
+
+    model_type = "realm_reader"
+    sub_configs_defaults = {"bert_config": SubConfigSpec(BertConfig, init_kwargs=_BERT_BASE)}
+
+    bert_config: dict | PreTrainedConfig | None = None
+    span_hidden_size: int = 256
+    max_span_width: int = 10
+    max_length: int = 288
+    span_layer_norm_eps: float = 1e-3
+
+    def validate_realm_reader(self):
+        """Part of `@strict` validation: REALM-specific values."""
+        _check_positive("span_hidden_size", self.span_hidden_size)
+        _check_positive("max_span_width", self.max_span_width)
+        _check_positive("max_length", self.max_length)
+        _check_fits_positions("max_length", self.max_length, self.bert_config)
+
+
+@strict
+class RealmForOpenQAConfig(PreTrainedConfig):
+    r"""
+    Configuration of [`RealmForOpenQA`]: a retriever (query tower fine-tuned, documents from a fixed index) and a
+    span reader.
+
+    Args:
+        retriever_config (`dict` or `RealmRetrieverConfig`, *optional*):
+            Settings of the retriever.
+        reader_config (`dict` or `RealmReaderConfig`, *optional*):
+            Settings of the reader.
+        top_k (`int`, *optional*, defaults to 5):
+            Number of retrieved blocks the reader reads per question.
+        index_repo_id (`str`, *optional*):
+            Hub dataset repo (or local directory) of the default corpus index of this model.
+        index_revision (`str`, *optional*):
+            Revision of `index_repo_id` (a commit hash pins it).
+    """
+
+    model_type = "realm_open_qa"
+    sub_configs_defaults = {
+        "retriever_config": SubConfigSpec(RealmRetrieverConfig),
+        "reader_config": SubConfigSpec(RealmReaderConfig),
+    }
+
+    retriever_config: dict | PreTrainedConfig | None = None
+    reader_config: dict | PreTrainedConfig | None = None
+    top_k: int = 5
+    index_repo_id: str | None = None
+    index_revision: str | None = None
+
+    def validate_realm_open_qa(self):
+        """Part of `@strict` validation: REALM-specific values."""
+        _check_positive("top_k", self.top_k)

@@ -1,0 +1,236 @@
+"""The REALM retriever: `f(x, z) = Embed_input(x)ᵀ Embed_doc(z)`, `p(z | x) = softmax_z f(x, z)`."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import BertModel
+
+from ..configuration import RealmRetrieverConfig
+from .common import RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates
+from .outputs import RealmRetrieverOutput
+
+logger = logging.getLogger(__name__)
+
+
+class RealmEmbedder(nn.Module):
+    """One tower: `W · pool(BERT(tokens))`, optionally LayerNorm-ed and L2-normalized."""
+
+    def __init__(self, config: RealmRetrieverConfig):
+        super().__init__()
+        self.pooling = config.pooling
+        self.normalize = config.normalize_embeddings
+        self.bert = build_bert(config.bert_config, add_pooling_layer=config.pooling == "pooler")
+        hidden_size = config.bert_config.hidden_size
+        if config.projection_size is None:
+            self.projection = nn.Identity()
+            self.layer_norm = nn.Identity()
+        else:
+            self.projection = nn.Linear(hidden_size, config.projection_size)
+            self.layer_norm = (
+                nn.LayerNorm(config.projection_size, eps=config.bert_config.layer_norm_eps)
+                if config.projection_layer_norm
+                else nn.Identity()
+            )
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        outputs = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        hidden = outputs.last_hidden_state  # [N, L, H]
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]  # [N, H]
+        elif self.pooling == "pooler":
+            pooled = outputs.pooler_output  # [N, H]
+        else:
+            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # [N, L, 1]
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # [N, H]
+        embeds = self.layer_norm(self.projection(pooled))  # [N, D]
+        if self.normalize:
+            embeds = F.normalize(embeds, dim=-1)
+        return embeds
+
+
+class RealmRetriever(RealmPreTrainedModel):
+    r"""
+    The REALM dense retriever: a query tower `Embed_input` and a document tower `Embed_doc` (one shared network
+    when `config.share_towers`), each a BERT followed by a projection to `config.projection_size` dimensions.
+
+    Queries are `[CLS] x [SEP]`; documents are `[CLS] title [SEP] body [SEP]` (token types 0 / 1). The relevance
+    score is the inner product of the two embeddings; `p(z | x)` is its softmax over the candidates.
+
+    Args:
+        config ([`RealmRetrieverConfig`]): Model configuration.
+
+    Example:
+
+    ```python
+    >>> retriever = RealmRetriever.from_bert("bert-base-uncased")
+    >>> scores = retriever(query_input_ids=q.input_ids, candidate_input_ids=c.input_ids).relevance_scores  # [B, K]
+    ```
+    """
+
+    config: RealmRetrieverConfig
+    config_class = RealmRetrieverConfig
+
+    def __init__(self, config: RealmRetrieverConfig):
+        super().__init__(config)
+        self.query_embedder = RealmEmbedder(config)
+        self.doc_embedder = None if config.share_towers else RealmEmbedder(config)
+        self.post_init()
+
+    @property
+    def document_embedder(self) -> RealmEmbedder:
+        """The document tower (the query tower itself when towers are shared)."""
+        return self.query_embedder if self.doc_embedder is None else self.doc_embedder
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.query_embedder.bert.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.query_embedder.bert.set_input_embeddings(value)
+
+    def embed_queries(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        r"""
+        Embed queries `[CLS] x [SEP]`.
+
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, query_length)`): Query token ids.
+            attention_mask (`torch.LongTensor` of shape `(batch_size, query_length)`, *optional*): 1 for tokens.
+            token_type_ids (`torch.LongTensor` of shape `(batch_size, query_length)`, *optional*): Segment ids.
+
+        Returns:
+            `torch.FloatTensor` of shape `(batch_size, embedding_size)`.
+        """
+        check_token_inputs("input_ids", input_ids, 2)
+        check_same_shape("input_ids", input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return self.query_embedder(input_ids, attention_mask, token_type_ids)
+
+    def embed_documents(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        r"""
+        Embed documents `[CLS] title [SEP] body [SEP]` with the document tower (what the index stores).
+
+        Args:
+            input_ids (`torch.LongTensor` of shape `(num_docs, block_length)`): Block token ids.
+            attention_mask (`torch.LongTensor` of shape `(num_docs, block_length)`, *optional*): 1 for tokens.
+            token_type_ids (`torch.LongTensor` of shape `(num_docs, block_length)`, *optional*): 0 title, 1 body.
+
+        Returns:
+            `torch.FloatTensor` of shape `(num_docs, embedding_size)`.
+        """
+        check_token_inputs("input_ids", input_ids, 2)
+        check_same_shape("input_ids", input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return self.document_embedder(input_ids, attention_mask, token_type_ids)
+
+    def forward(
+        self,
+        query_input_ids: torch.Tensor,
+        candidate_input_ids: torch.Tensor | None = None,
+        query_attention_mask: torch.Tensor | None = None,
+        query_token_type_ids: torch.Tensor | None = None,
+        candidate_attention_mask: torch.Tensor | None = None,
+        candidate_token_type_ids: torch.Tensor | None = None,
+        candidate_embeds: torch.Tensor | None = None,
+        **kwargs,
+    ) -> RealmRetrieverOutput:
+        r"""
+        Score K candidates per query. Differentiable w.r.t. both towers (or only the query tower when
+        precomputed `candidate_embeds` from an index are given).
+
+        Args:
+            query_input_ids (`torch.LongTensor` of shape `(batch_size, query_length)`): Query token ids.
+            candidate_input_ids (`torch.LongTensor` of shape `(batch_size, num_candidates, block_length)`, *optional*):
+                Candidate block token ids. Either these or `candidate_embeds` are required.
+            query_attention_mask, query_token_type_ids (`torch.LongTensor` of shape `(batch_size, query_length)`, *optional*)
+            candidate_attention_mask, candidate_token_type_ids (`torch.LongTensor` of shape `(batch_size, num_candidates, block_length)`, *optional*)
+            candidate_embeds (`torch.FloatTensor` of shape `(batch_size, num_candidates, embedding_size)`, *optional*):
+                Precomputed document embeddings (for example from the index).
+
+        Returns:
+            [`RealmRetrieverOutput`]: `relevance_scores` `[B, K]`, `query_embeds` `[B, D]`, `candidate_embeds` `[B, K, D]`.
+        """
+        if (candidate_input_ids is None) == (candidate_embeds is None):
+            raise ValueError("Pass exactly one of `candidate_input_ids` ([B, K, L]) or `candidate_embeds` ([B, K, D]).")
+        query_embeds = self.embed_queries(query_input_ids, query_attention_mask, query_token_type_ids)  # [B, D]
+        batch_size = query_embeds.shape[0]
+        if candidate_input_ids is not None:
+            check_token_inputs("candidate_input_ids", candidate_input_ids, 3)
+            check_same_shape(
+                "candidate_input_ids",
+                candidate_input_ids,
+                candidate_attention_mask=candidate_attention_mask,
+                candidate_token_type_ids=candidate_token_type_ids,
+            )
+            if candidate_input_ids.shape[0] != batch_size:
+                raise ValueError(
+                    f"`candidate_input_ids` holds {candidate_input_ids.shape[0]} candidate sets for {batch_size} "
+                    "queries; pass one set of K candidates per query ([B, K, L])."
+                )
+            num_candidates = candidate_input_ids.shape[1]
+            candidate_embeds = self.embed_documents(
+                flatten_candidates(candidate_input_ids),
+                flatten_candidates(candidate_attention_mask),
+                flatten_candidates(candidate_token_type_ids),
+            ).view(batch_size, num_candidates, -1)  # [B, K, D]
+        elif candidate_embeds.dim() != 3 or candidate_embeds.shape[0] != batch_size:
+            raise ValueError(
+                f"`candidate_embeds` must have shape [B={batch_size}, K, D], got {list(candidate_embeds.shape)}."
+            )
+        if candidate_embeds.shape[-1] != query_embeds.shape[-1]:
+            raise ValueError(
+                f"Candidate embeddings have {candidate_embeds.shape[-1]} dimensions but query embeddings have "
+                f"{query_embeds.shape[-1]}; the index was built by another retriever configuration, rebuild it."
+            )
+        candidate_embeds = candidate_embeds.to(query_embeds.dtype)
+        relevance_scores = torch.einsum("bd,bkd->bk", query_embeds, candidate_embeds)  # [B, K]
+        return RealmRetrieverOutput(
+            relevance_scores=relevance_scores, query_embeds=query_embeds, candidate_embeds=candidate_embeds
+        )
+
+    @classmethod
+    def from_bert(cls, bert_name_or_path: str | os.PathLike, **config_kwargs) -> "RealmRetriever":
+        r"""
+        Initialize both towers from a BERT checkpoint (the projection is initialized fresh).
+
+        Args:
+            bert_name_or_path (`str` or `os.PathLike`):
+                A Hub id (`"bert-base-uncased"`) or a local directory holding a BERT (e.g. all-MiniLM-L6-v2).
+            config_kwargs:
+                Overrides of [`RealmRetrieverConfig`] (e.g. `projection_size=None, pooling="mean"`).
+        """
+        bert = BertModel.from_pretrained(bert_name_or_path, add_pooling_layer=True)
+        config = RealmRetrieverConfig(bert_config=bert.config.to_dict(), **config_kwargs)
+        model = cls(config)
+        towers = [model.query_embedder] if model.doc_embedder is None else [model.query_embedder, model.doc_embedder]
+        for tower in towers:
+            load_bert_weights(tower.bert, bert)
+        return model
+
+
+def load_bert_weights(target: BertModel, source: BertModel) -> None:
+    """Copy the weights of `source` into `target`; a pooler absent from the source stays freshly initialized."""
+    missing, unexpected = target.load_state_dict(source.state_dict(), strict=False)
+    missing = [name for name in missing if not name.startswith("pooler.")]
+    if missing or unexpected:
+        raise ValueError(
+            f"The BERT checkpoint does not fit the REALM encoder: missing {missing}, unexpected {unexpected}."
+        )
