@@ -178,7 +178,8 @@ class RealmReader(RealmPreTrainedModel):
         answerable = is_gold.view(batch_size, -1).any(dim=-1)  # [B]
         if not answerable.any():
             # Nothing to learn from this batch; a zero that keeps the graph connected.
-            return joint.sum() * 0.0, answerable
+            # (clamped: masked spans hold finfo.min, and inf * 0 would be nan)
+            return (joint.clamp(min=-1e4) * 0.0).sum(), answerable
         log_likelihood = torch.logsumexp(gold_scores[answerable], dim=-1)  # [B']
         return -log_likelihood.mean(), answerable
 

@@ -227,9 +227,11 @@ class RealmRetriever(RealmPreTrainedModel):
 
 
 def load_bert_weights(target: BertModel, source: BertModel) -> None:
-    """Copy the weights of `source` into `target`; a pooler absent from the source stays freshly initialized."""
+    """Copy the weights of `source` into `target`. The pooler is optional on both sides: one absent from the source
+    stays freshly initialized, one absent from the target (it pools otherwise) is not needed."""
     missing, unexpected = target.load_state_dict(source.state_dict(), strict=False)
     missing = [name for name in missing if not name.startswith("pooler.")]
+    unexpected = [name for name in unexpected if not name.startswith("pooler.")]
     if missing or unexpected:
         raise ValueError(
             f"The BERT checkpoint does not fit the REALM encoder: missing {missing}, unexpected {unexpected}."
