@@ -1,0 +1,1 @@
+"""Data preparation for REALM: masking, ICT examples, collators and answer spans."""
