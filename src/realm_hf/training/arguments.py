@@ -1,0 +1,118 @@
+"""Training arguments as dataclasses, parsed with `HfArgumentParser` from the command line or a YAML file."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from transformers import HfArgumentParser
+
+
+@dataclass
+class LoopArguments:
+    """Settings of the shared Accelerate training loop (ICT, REALM pre-training, Open-QA fine-tuning)."""
+
+    output_dir: str = field(metadata={"help": "Where checkpoints, logs and the final model go."})
+    max_steps: int = field(default=1000, metadata={"help": "Optimizer steps to train for."})
+    per_device_batch_size: int = field(default=2, metadata={"help": "Examples per process and micro-step."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-steps per optimizer step."})
+    learning_rate: float = field(default=3e-5, metadata={"help": "Peak learning rate (AdamW)."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (not on biases / LayerNorms)."})
+    warmup_steps: int = field(default=0, metadata={"help": "Linear warm-up steps, then linear decay to 0."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm (0 disables)."})
+    mixed_precision: str = field(default="no", metadata={"help": "'no', 'bf16' or 'fp16' (Accelerate)."})
+    seed: int = field(default=0, metadata={"help": "Seed of initialization and data order."})
+    logging_steps: int = field(default=10, metadata={"help": "Log every N optimizer steps."})
+    save_steps: int = field(default=200, metadata={"help": "Checkpoint (accelerator.save_state) every N steps."})
+    eval_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: only at the end)."})
+    resume_from_checkpoint: str | None = field(
+        default=None, metadata={"help": "A checkpoint directory, or 'latest' for the newest in output_dir."}
+    )
+    report_to: str = field(default="tensorboard", metadata={"help": "Accelerate tracker ('tensorboard', 'none', ...)."})
+    num_workers: int = field(default=0, metadata={"help": "DataLoader workers."})
+
+
+@dataclass
+class ModelArguments:
+    """Where the retriever and the encoder start from."""
+
+    retriever: str = field(default="minilm", metadata={"help": "RealmRetriever dir, a BERT (id or dir), or 'minilm'."})
+    encoder: str = field(default="minilm", metadata={"help": "RealmKnowledgeEncoder dir, a BERT, or 'minilm'."})
+    projection_size: int | None = field(default=128, metadata={"help": "Retriever embedding size (from BERT only)."})
+    pooling: str = field(default="cls", metadata={"help": "Retriever pooling when starting from BERT: cls/pooler/mean."})
+    share_towers: bool = field(default=True, metadata={"help": "One network for queries and documents."})
+    random_init: bool = field(default=False, metadata={"help": "Tiny random models (tests / smoke runs)."})
+
+
+@dataclass
+class CorpusArguments:
+    """The knowledge corpus Z, the pre-training corpus X and the index over Z."""
+
+    corpus: str = field(default="embedded", metadata={"help": "Articles of Z (files, dir, or 'embedded')."})
+    max_articles: int | None = field(default=None, metadata={"help": "Use only the first N articles of Z."})
+    pretraining_corpus: str | None = field(
+        default=None, metadata={"help": "Articles of X; empty means X = Z (the trivial candidate is excluded)."}
+    )
+    max_pretraining_articles: int | None = field(default=None, metadata={"help": "Use only the first N of X."})
+    block_length: int = field(default=288, metadata={"help": "Block length in wordpieces, [CLS] title [SEP] body [SEP]."})
+    query_max_length: int = field(default=96, metadata={"help": "Masked sentence / question length."})
+    joined_max_length: int = field(default=288, metadata={"help": "[CLS] x [SEP] z_body [SEP] length."})
+    index_type: str = field(default="Flat", metadata={"help": "faiss factory string or 'torch-exact'."})
+    embed_batch_size: int = field(default=64, metadata={"help": "Blocks per forward when (re)building the index."})
+    embed_dtype: str = field(default="bfloat16", metadata={"help": "Autocast dtype for index building."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Cache of blocks / masked datasets."})
+    num_proc: int = field(default=1, metadata={"help": "Processes for preprocessing."})
+
+
+@dataclass
+class PretrainingArguments:
+    """REALM pre-training specifics."""
+
+    masking: str = field(default="salient_span", metadata={"help": "salient_span / random_token / random_span."})
+    num_candidates: int = field(default=8, metadata={"help": "Documents per sentence, the null document included."})
+    use_null_document: bool = field(default=True, metadata={"help": "Add the null document to every candidate set."})
+    refresh_schedule: str = field(default="500", metadata={"help": "'500' or Atlas-style '0-1000:100,1000-:500'."})
+    refresh_mode: str = field(default="process", metadata={"help": "'process' or 'thread' index builder."})
+    refresh_threads: int | None = field(default=None, metadata={"help": "torch threads of the builder process."})
+    eval_qa_file: str | None = field(default=None, metadata={"help": "QA JSONL for zero-shot Recall@5."})
+    eval_max_questions: int = field(default=200, metadata={"help": "Questions used for Recall@5."})
+    eval_mlm_examples: int = field(default=64, metadata={"help": "Held-out masked sentences for MLM accuracy."})
+    ict_warm_start: str | None = field(default=None, metadata={"help": "A retriever directory trained by ICT."})
+
+
+@dataclass
+class IctArguments:
+    """Inverse Cloze Task specifics."""
+
+    remove_probability: float = field(default=0.9, metadata={"help": "Remove the query sentence from its block."})
+    temperature: float = field(default=1.0, metadata={"help": "Scores are divided by this before the softmax."})
+
+
+T = TypeVar("T")
+
+
+def parse_arguments(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> tuple:
+    """Parse `--config file.yaml` (then command-line overrides) or plain command-line arguments."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = HfArgumentParser(dataclass_types)
+    if "--config" in argv:
+        import yaml
+
+        position = argv.index("--config")
+        path = argv[position + 1]
+        with open(path, encoding="utf-8") as f:
+            from_yaml = yaml.safe_load(f) or {}
+        rest = argv[:position] + argv[position + 2 :]
+        overrides = parser.parse_args_into_dataclasses(args=_as_cli(from_yaml) + rest)
+        return tuple(overrides)
+    return tuple(parser.parse_args_into_dataclasses(args=argv))
+
+
+def _as_cli(values: dict) -> list[str]:
+    args: list[str] = []
+    for key, value in values.items():
+        if value is None:
+            continue
+        args += [f"--{key}", str(value)]
+    return args

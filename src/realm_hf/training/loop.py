@@ -1,0 +1,221 @@
+"""The training loop shared by ICT, REALM pre-training and Open-QA fine-tuning, on Accelerate.
+
+A trainer subclasses [`TrainingLoop`] and implements `training_step(batch) -> (loss, logs)`; it may override
+`on_step_end(step)` (e.g. to swap a refreshed index), `evaluate(step) -> dict`, `extra_state() / load_extra_state()`
+(what a checkpoint records beside models and optimizer) and `save_model(directory)`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+from collections import defaultdict
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
+
+from .arguments import LoopArguments
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
+TRAINER_STATE = "trainer_state.json"
+
+
+def latest_checkpoint(output_dir: str) -> str | None:
+    """The `checkpoint-<step>` directory with the highest step in `output_dir`, or None."""
+    if not os.path.isdir(output_dir):
+        return None
+    steps = [int(m.group(1)) for name in os.listdir(output_dir) if (m := CHECKPOINT_PATTERN.match(name))]
+    return os.path.join(output_dir, f"checkpoint-{max(steps)}") if steps else None
+
+
+def decay_parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: no weight decay on biases and LayerNorm weights."""
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        (no_decay if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+class TrainingLoop:
+    r"""
+    Accelerate training loop: gradient accumulation, mixed precision, clipping, linear schedule, tracker logging
+    with a tqdm bar, `accelerator.save_state` checkpoints with the trainer's extra state, and exact resume (the
+    data order is seeded; resumed runs skip the batches already seen).
+
+    Args:
+        args ([`LoopArguments`]): Loop settings.
+        model (`nn.Module`): Everything that is trained, as one module (wrapped by Accelerate).
+        dataloader (`torch.utils.data.DataLoader`): Training batches (re-iterated by epoch).
+        accelerator (`Accelerator`, *optional*): Created from `args` when not given.
+        config (`dict`, *optional*): Hyper-parameters to log with the trackers.
+    """
+
+    def __init__(
+        self,
+        args: LoopArguments,
+        model: nn.Module,
+        dataloader: torch.utils.data.DataLoader,
+        accelerator: Accelerator | None = None,
+        config: dict | None = None,
+    ):
+        self.args = args
+        self.accelerator = accelerator or make_accelerator(args)
+        optimizer = torch.optim.AdamW(decay_parameter_groups(model, args.weight_decay), lr=args.learning_rate)
+        scheduler = get_linear_schedule_with_warmup(optimizer, args.warmup_steps, max(args.max_steps, 1))
+        self.model, self.optimizer, self.dataloader, self.scheduler = self.accelerator.prepare(
+            model, optimizer, dataloader, scheduler
+        )
+        self.step = 0
+        self.history: list[dict] = []
+        if self.accelerator.is_main_process:
+            os.makedirs(args.output_dir, exist_ok=True)
+        if args.report_to != "none":
+            self.accelerator.init_trackers("realm_hf", config=_loggable(config or {}))
+
+    # --------------------------------------------------------------------------------- hooks for subclasses
+    def training_step(self, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        raise NotImplementedError
+
+    def on_step_end(self, step: int) -> dict[str, float]:
+        return {}
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        return {}
+
+    def extra_state(self) -> dict:
+        return {}
+
+    def load_extra_state(self, state: dict) -> None:
+        pass
+
+    def save_model(self, directory: str) -> None:
+        self.accelerator.unwrap_model(self.model).save_pretrained(directory)
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self) -> str:
+        directory = os.path.join(self.args.output_dir, f"checkpoint-{self.step}")
+        self.accelerator.save_state(directory)
+        if self.accelerator.is_main_process:
+            state = {"step": self.step, "history": self.history, **self.extra_state()}
+            with open(os.path.join(directory, TRAINER_STATE), "w", encoding="utf-8") as f:
+                json.dump(state, f, indent=2)
+        self.accelerator.wait_for_everyone()
+        logger.info("Saved checkpoint %s", directory)
+        return directory
+
+    def resume(self, checkpoint: str) -> int:
+        """Load a checkpoint; returns the number of micro-batches of the current epoch to skip."""
+        if checkpoint == "latest":
+            checkpoint = latest_checkpoint(self.args.output_dir)
+            if checkpoint is None:
+                logger.info("No checkpoint in %s; starting from scratch", self.args.output_dir)
+                return 0
+        if not os.path.isfile(os.path.join(checkpoint, TRAINER_STATE)):
+            raise FileNotFoundError(
+                f"{checkpoint} is not a realm_hf checkpoint (no {TRAINER_STATE}); pass a checkpoint-<step> directory "
+                "or 'latest'."
+            )
+        self.accelerator.load_state(checkpoint)
+        with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
+            state = json.load(f)
+        self.step = int(state["step"])
+        self.history = state.get("history", [])
+        self.load_extra_state(state)
+        logger.info("Resumed from %s at step %d", checkpoint, self.step)
+        return (self.step * self.args.gradient_accumulation_steps) % max(len(self.dataloader), 1)
+
+    # ---------------------------------------------------------------------------------------------- the loop
+    def train(self) -> list[dict]:
+        args = self.args
+        skip = self.resume(args.resume_from_checkpoint) if args.resume_from_checkpoint else 0
+        micro_per_epoch = len(self.dataloader)
+        if micro_per_epoch == 0:
+            raise ValueError("The training dataloader is empty; check the corpus and the batch size.")
+        epoch = (self.step * args.gradient_accumulation_steps) // micro_per_epoch
+        progress = tqdm(
+            total=args.max_steps, initial=self.step, desc="train", disable=not self.accelerator.is_local_main_process
+        )
+        running: dict[str, list[float]] = defaultdict(list)
+        started, steps_at_start = time.time(), self.step
+        self.model.train()
+        while self.step < args.max_steps:
+            self.dataloader.set_epoch(epoch) if hasattr(self.dataloader, "set_epoch") else None
+            batches = self.accelerator.skip_first_batches(self.dataloader, skip) if skip else self.dataloader
+            skip = 0
+            for batch in batches:
+                with self.accelerator.accumulate(self.model):
+                    loss, logs = self.training_step(batch)
+                    self.accelerator.backward(loss)
+                    if self.accelerator.sync_gradients and args.max_grad_norm > 0:
+                        self.accelerator.clip_grad_norm_(self.model.parameters(), args.max_grad_norm)
+                    self.optimizer.step()
+                    self.scheduler.step()
+                    self.optimizer.zero_grad()
+                running["loss"].append(loss.detach().float().item())
+                for key, value in logs.items():
+                    running[key].append(float(value))
+                if not self.accelerator.sync_gradients:
+                    continue
+                self.step += 1
+                progress.update(1)
+                step_logs = self.on_step_end(self.step)
+                if self.step % args.logging_steps == 0 or self.step == args.max_steps:
+                    record = {key: sum(values) / len(values) for key, values in running.items() if values}
+                    record.update(step_logs)
+                    record["learning_rate"] = self.scheduler.get_last_lr()[0]
+                    record["steps_per_second"] = (self.step - steps_at_start) / max(time.time() - started, 1e-9)
+                    self._log(record)
+                    running.clear()
+                if args.eval_steps and self.step % args.eval_steps == 0:
+                    self._log({f"eval/{k}": v for k, v in self.evaluate(self.step).items()})
+                if args.save_steps and self.step % args.save_steps == 0:
+                    self.save_checkpoint()
+                if self.step >= args.max_steps:
+                    break
+            epoch += 1
+        progress.close()
+        final_eval = self.evaluate(self.step)
+        if final_eval:
+            self._log({f"eval/{k}": v for k, v in final_eval.items()})
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            self.save_model(os.path.join(args.output_dir, "final"))
+            with open(os.path.join(args.output_dir, "history.json"), "w", encoding="utf-8") as f:
+                json.dump(self.history, f, indent=2)
+        self.accelerator.end_training()
+        return self.history
+
+    def _log(self, record: dict[str, float]) -> None:
+        record = {k: v for k, v in record.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        if not record:
+            return
+        self.history.append({"step": self.step, **record})
+        if self.args.report_to != "none":
+            self.accelerator.log(record, step=self.step)
+        logger.info("step %d: %s", self.step, " ".join(f"{k}={v:.4g}" for k, v in sorted(record.items())))
+
+
+def make_accelerator(args: LoopArguments) -> Accelerator:
+    set_seed(args.seed)
+    return Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=None if args.report_to == "none" else args.report_to,
+        project_dir=args.output_dir,
+    )
+
+
+def _loggable(config: dict) -> dict:
+    return {k: v for k, v in config.items() if isinstance(v, (int, float, str, bool))}

@@ -1,0 +1,396 @@
+"""REALM pre-training: salient-span MLM through retrieval, with the index refreshed asynchronously.
+
+Each step: embed the masked sentences with the current query tower; retrieve the top k-1 blocks from the (possibly
+stale) index, excluding the block a sentence came from when X = Z; add the null document; re-score the k candidates
+with the fresh retriever (differentiable); run the knowledge-augmented encoder on the k joined sequences; minimize
+`-log Σ_z p(y|z,x) p(z|x)`. Between steps the trainer swaps in a refreshed index when the background builder has
+finished one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import datasets
+import torch
+from accelerate.utils import broadcast_object_list
+from torch import nn
+from transformers import AutoTokenizer
+
+from ..configuration import RealmKnowledgeEncoderConfig, RealmRetrieverConfig
+from ..corpus import load_articles, split_into_blocks
+from ..data.collators import RealmPretrainingCollator, pad_sequences
+from ..data.masking import build_masked_dataset
+from ..index import IndexRefresher, RealmIndex, RefreshSchedule
+from ..initial_weights import resolve_bert_path
+from ..metrics import recall_at_k
+from ..modeling import RealmKnowledgeEncoder, RealmRetriever
+from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
+from .index_builder import build_index_from_snapshot
+from .loop import TrainingLoop
+
+logger = logging.getLogger(__name__)
+
+TINY_BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+class RealmPretrainingModel(nn.Module):
+    """Retriever + knowledge-augmented encoder as one trainable module (one Accelerate/DDP wrapper)."""
+
+    def __init__(self, retriever: RealmRetriever, encoder: RealmKnowledgeEncoder):
+        super().__init__()
+        self.retriever = retriever
+        self.encoder = encoder
+
+    def forward(self, batch: dict, null_candidate_index: int | None = None):
+        retrieval = self.retriever(
+            query_input_ids=batch["query_input_ids"],
+            query_attention_mask=batch["query_attention_mask"],
+            query_token_type_ids=batch["query_token_type_ids"],
+            candidate_input_ids=batch["candidate_input_ids"],
+            candidate_attention_mask=batch["candidate_attention_mask"],
+            candidate_token_type_ids=batch["candidate_token_type_ids"],
+        )
+        return self.encoder(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            token_type_ids=batch["token_type_ids"],
+            relevance_scores=retrieval.relevance_scores,
+            labels=batch["labels"],
+            null_candidate_index=null_candidate_index,
+        )
+
+    def save_pretrained(self, directory: str) -> None:
+        self.retriever.save_pretrained(os.path.join(directory, "retriever"))
+        self.encoder.save_pretrained(os.path.join(directory, "encoder"))
+
+
+def _as_examples(batch: list[dict]) -> list[dict]:
+    """DataLoader collate_fn: keep the examples as dicts (collation needs the retrieved blocks first)."""
+    return batch
+
+
+def load_models(model_args: ModelArguments, corpus_args: CorpusArguments, vocab_size: int, mask_token_id: int):
+    """The retriever and the encoder from saved REALM models, a BERT checkpoint, or tiny random configs."""
+    if model_args.random_init:
+        bert = dict(TINY_BERT, vocab_size=vocab_size, max_position_embeddings=max(512, corpus_args.block_length))
+        retriever = RealmRetriever(
+            RealmRetrieverConfig(
+                bert_config=bert, projection_size=model_args.projection_size, pooling=model_args.pooling,
+                share_towers=model_args.share_towers, query_max_length=corpus_args.query_max_length,
+                block_max_length=corpus_args.block_length,
+            )
+        )
+        encoder = RealmKnowledgeEncoder(
+            RealmKnowledgeEncoderConfig(bert_config=bert, max_length=corpus_args.joined_max_length, mask_token_id=mask_token_id)
+        )
+        return retriever, encoder
+    retriever_path = resolve_bert_path(model_args.retriever)
+    if _is_realm_dir(retriever_path, "realm_retriever"):
+        retriever = RealmRetriever.from_pretrained(retriever_path)
+    else:
+        retriever = RealmRetriever.from_bert(
+            retriever_path, projection_size=model_args.projection_size, pooling=model_args.pooling,
+            share_towers=model_args.share_towers, query_max_length=corpus_args.query_max_length,
+            block_max_length=corpus_args.block_length,
+        )
+    encoder_path = resolve_bert_path(model_args.encoder)
+    if _is_realm_dir(encoder_path, "realm_knowledge_encoder"):
+        encoder = RealmKnowledgeEncoder.from_pretrained(encoder_path)
+    else:
+        encoder = RealmKnowledgeEncoder.from_bert(
+            encoder_path, max_length=corpus_args.joined_max_length, mask_token_id=mask_token_id
+        )
+    return retriever, encoder
+
+
+def _is_realm_dir(path: str, model_type: str) -> bool:
+    config = os.path.join(path, "config.json")
+    if not os.path.isfile(config):
+        return False
+    with open(config, encoding="utf-8") as f:
+        return json.load(f).get("model_type") == model_type
+
+
+def _limit(dataset: datasets.Dataset, limit: int | None) -> datasets.Dataset:
+    return dataset if limit is None or limit >= len(dataset) else dataset.select(range(limit))
+
+
+def load_corpus_articles(source: str, limit: int | None) -> datasets.Dataset:
+    """Articles of a corpus; `"embedded"` is the packaged demo corpus."""
+    if source == "embedded":
+        from ..corpus.embedded import load_embedded_corpus
+
+        return datasets.Dataset.from_list(load_embedded_corpus(limit=limit))
+    return _limit(load_articles(source), limit)
+
+
+class RealmPretrainer(TrainingLoop):
+    r"""
+    REALM pre-training on Accelerate with asynchronous index refresh.
+
+    Args:
+        loop_args ([`LoopArguments`]), model_args ([`ModelArguments`]), corpus_args ([`CorpusArguments`]),
+        pretraining_args ([`PretrainingArguments`]): see `realm_hf.training.arguments`.
+    """
+
+    def __init__(
+        self,
+        loop_args: LoopArguments,
+        model_args: ModelArguments,
+        corpus_args: CorpusArguments,
+        pretraining_args: PretrainingArguments,
+    ):
+        from .loop import make_accelerator
+
+        accelerator = make_accelerator(loop_args)
+        self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
+        tokenizer_path = resolve_bert_path(model_args.encoder if not model_args.random_init else "minilm")
+        if _is_realm_dir(tokenizer_path, "realm_knowledge_encoder") and not os.path.isfile(
+            os.path.join(tokenizer_path, "tokenizer.json")
+        ):
+            tokenizer_path = resolve_bert_path("minilm")
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+        retriever, encoder = load_models(
+            model_args, corpus_args, len(self.tokenizer), self.tokenizer.mask_token_id
+        )
+        if pretraining_args.ict_warm_start:
+            retriever = RealmRetriever.from_pretrained(pretraining_args.ict_warm_start)
+
+        work = os.path.join(loop_args.output_dir, "corpus")
+        with accelerator.main_process_first():
+            articles = load_corpus_articles(corpus_args.corpus, corpus_args.max_articles)
+            self.blocks = split_into_blocks(
+                articles, self.tokenizer, max_length=corpus_args.block_length, num_proc=corpus_args.num_proc,
+                cache_dir=corpus_args.cache_dir,
+            )
+            self.x_is_z = corpus_args.pretraining_corpus is None
+            source = self.blocks if self.x_is_z else load_corpus_articles(
+                corpus_args.pretraining_corpus, corpus_args.max_pretraining_articles
+            )
+            masked = build_masked_dataset(
+                source, self.tokenizer, strategy=pretraining_args.masking,
+                query_max_length=corpus_args.query_max_length, seed=loop_args.seed,
+                num_proc=corpus_args.num_proc, cache_dir=corpus_args.cache_dir,
+            )
+        held_out = min(pretraining_args.eval_mlm_examples, len(masked) // 10)
+        split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
+        self.train_examples = split["train"] if split else masked
+        self.eval_examples = split["test"] if split else None
+        logger.info("%d blocks, %d masked training sentences", len(self.blocks), len(self.train_examples))
+
+        self.collator = RealmPretrainingCollator(
+            self.tokenizer, block_max_length=corpus_args.block_length,
+            joined_max_length=corpus_args.joined_max_length, use_null_document=pretraining_args.use_null_document,
+        )
+        self.num_retrieved = pretraining_args.num_candidates - int(pretraining_args.use_null_document)
+        generator = torch.Generator().manual_seed(loop_args.seed)
+        dataloader = torch.utils.data.DataLoader(
+            self.train_examples, batch_size=loop_args.per_device_batch_size, shuffle=True, generator=generator,
+            collate_fn=_as_examples, num_workers=loop_args.num_workers,
+        )
+        super().__init__(
+            loop_args, RealmPretrainingModel(retriever, encoder), dataloader, accelerator=accelerator,
+            config={**vars(model_args), **vars(corpus_args), **vars(pretraining_args), **vars(loop_args)},
+        )
+        self._prepare_index(work)
+
+    # ------------------------------------------------------------------------------------------------ index
+    @property
+    def retriever(self) -> RealmRetriever:
+        return self.accelerator.unwrap_model(self.model).retriever
+
+    def _prepare_index(self, work: str) -> None:
+        """Save what the builder process needs, build the initial index, start the refresher (main process)."""
+        self.retriever_dir = os.path.join(work, "retriever-init")
+        self.blocks_dir = os.path.join(work, "blocks")
+        if self.accelerator.is_main_process:
+            self.retriever.save_pretrained(self.retriever_dir)
+            self.tokenizer.save_pretrained(self.retriever_dir)
+            if not os.path.isdir(self.blocks_dir):
+                self.blocks.save_to_disk(self.blocks_dir)
+        self.accelerator.wait_for_everyone()
+        self.index_root = os.path.join(self.args.output_dir, "index")
+        self.index = self._build_index_now(step=0)
+        self.refresher = None
+        if self.accelerator.is_main_process:
+            self.refresher = IndexRefresher(
+                self.index_root, build_index_from_snapshot,
+                builder_kwargs={
+                    "retriever_dir": self.retriever_dir, "blocks_dir": self.blocks_dir,
+                    "tokenizer_dir": self.retriever_dir, "index_type": self.corpus_args.index_type,
+                    "batch_size": self.corpus_args.embed_batch_size, "dtype": self.corpus_args.embed_dtype,
+                },
+                mode=self.pretraining_args.refresh_mode,
+                schedule=RefreshSchedule(self.pretraining_args.refresh_schedule),
+                index=self.index, num_threads=self.pretraining_args.refresh_threads,
+            )
+
+    def _build_index_now(self, step: int) -> RealmIndex:
+        dtype = self.corpus_args.embed_dtype
+        return RealmIndex.build(
+            self.blocks, self.retriever, tokenizer=self.tokenizer, index_type=self.corpus_args.index_type,
+            batch_size=self.corpus_args.embed_batch_size,
+            dtype=getattr(torch, dtype) if dtype and dtype != "float32" else None, step=step,
+        )
+
+    def _doc_tower_snapshot(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.retriever.document_embedder.state_dict().items()}
+
+    def on_step_end(self, step: int) -> dict[str, float]:
+        """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
+        swapped = [None]
+        if self.refresher is not None:
+            new_index = self.refresher.on_step(step, self._doc_tower_snapshot)
+            if new_index is not None:
+                self.index = new_index
+                swapped = [os.path.join(self.index_root, f"index-{new_index.step}")]
+        if self.accelerator.num_processes > 1:
+            broadcast_object_list(swapped)
+            if not self.accelerator.is_main_process and swapped[0] is not None:
+                self.index = RealmIndex.from_pretrained(swapped[0])
+        logs: dict[str, float] = {"index_step": float(self.index.step or 0)}
+        if swapped[0] is not None and self.refresher is not None and self.refresher.stats:
+            last = self.refresher.stats[-1]
+            logs.update({f"refresh/{k}": float(v) for k, v in last.items()})
+        return logs
+
+    # ------------------------------------------------------------------------------------------------- step
+    def retrieve_and_collate(self, examples: list[dict]) -> dict:
+        """Search the index with the current query tower and build the K-candidate batch."""
+        queries = [list(example["input_ids"]) for example in examples]
+        query_ids = pad_sequences(queries, self.tokenizer.pad_token_id)  # [B, Lq]
+        attention = (torch.arange(query_ids.shape[1])[None] < torch.tensor([len(q) for q in queries])[:, None]).long()
+        device = self.accelerator.device
+        with torch.no_grad():
+            query_embeds = self.retriever.embed_queries(query_ids.to(device), attention.to(device))  # [B, D]
+        exclude = None
+        if self.x_is_z:
+            exclude = [[int(e["source_block_id"])] if int(e.get("source_block_id", -1)) >= 0 else [] for e in examples]
+        _, block_ids = self.index.search(query_embeds.float().cpu(), self.num_retrieved, exclude=exclude)  # [B, k-1]
+        rows = self.index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
+        retrieved = [
+            [{name: rows[name][b][j] for name in rows} for j in range(block_ids.shape[1])]
+            for b in range(len(examples))
+        ]
+        batch = self.collator(examples, retrieved)
+        null_index = batch.pop("null_candidate_index", None)
+        batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        return batch, null_index
+
+    def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float]]:
+        batch, null_index = self.retrieve_and_collate(examples)
+        out = self.model(batch, null_candidate_index=null_index)
+        return out.loss, self._retrieval_logs(out, null_index)
+
+    @staticmethod
+    def _retrieval_logs(out, null_index: int | None) -> dict[str, float]:
+        logs = {"log_likelihood": out.marginal_log_likelihood.mean().item()}
+        if null_index is not None:
+            retrieved = [k for k in range(out.retrieval_log_probs.shape[1]) if k != null_index]
+            prior = out.retrieval_log_probs[:, retrieved]  # [B, K-1]
+            top = prior.argmax(-1, keepdim=True)  # the retriever's favourite real document
+            utility = out.retrieval_utility[:, retrieved].detach()
+            logs.update(
+                {
+                    "ru_top": utility.gather(1, top).mean().item(),
+                    "ru_mean": utility.mean().item(),
+                    "null_prior_mass": out.retrieval_log_probs[:, null_index].exp().mean().item(),
+                    "null_posterior_mass": out.posterior_log_probs[:, null_index].exp().mean().item(),
+                }
+            )
+        return logs
+
+    # ------------------------------------------------------------------------------------------- evaluation
+    @torch.no_grad()
+    def evaluate(self, step: int) -> dict[str, float]:
+        results: dict[str, float] = {}
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        if self.pretraining_args.eval_qa_file and self.accelerator.is_main_process:
+            results["zero_shot_recall@5"] = zero_shot_recall(
+                self.retriever, self.tokenizer, self.index, self.pretraining_args.eval_qa_file,
+                self.pretraining_args.eval_max_questions, self.corpus_args.query_max_length, self.accelerator.device,
+            )
+        if self.eval_examples is not None and len(self.eval_examples):
+            results.update(self._mlm_accuracy(model))
+        model.train(was_training)
+        return results
+
+    def _mlm_accuracy(self, model: RealmPretrainingModel) -> dict[str, float]:
+        """Masked-token accuracy with retrieval (marginal over candidates) and without (null document only)."""
+        correct_with = correct_without = total = 0
+        examples = list(self.eval_examples)
+        size = self.args.per_device_batch_size
+        for start in range(0, len(examples), size):
+            chunk = examples[start : start + size]
+            batch, null_index = self.retrieve_and_collate(chunk)
+            out = model(batch, null_candidate_index=null_index)
+            positions = out.masked_positions  # [M, 3] (b, k, l)
+            log_probs = torch.log_softmax(out.masked_token_logits.float(), -1)  # [M, V]
+            targets = batch["labels"][positions[:, 0], positions[:, 2]]  # [M]
+            weights = out.retrieval_log_probs[positions[:, 0], positions[:, 1]]  # [M]
+            for b in range(len(chunk)):
+                rows = positions[:, 0] == b
+                per_candidate = (log_probs[rows] + weights[rows, None]).view(out.retrieval_log_probs.shape[1], -1, log_probs.shape[1])
+                marginal = torch.logsumexp(per_candidate, 0)  # [n_b, V]
+                gold = targets[rows].view(out.retrieval_log_probs.shape[1], -1)[0]  # [n_b]
+                correct_with += (marginal.argmax(-1) == gold).sum().item()
+                if null_index is not None:
+                    correct_without += (per_candidate[null_index].argmax(-1) == gold).sum().item()
+                total += gold.numel()
+        results = {"mlm_accuracy_with_retrieval": 100.0 * correct_with / max(total, 1)}
+        if self.pretraining_args.use_null_document:
+            results["mlm_accuracy_null_document"] = 100.0 * correct_without / max(total, 1)
+        return results
+
+    # --------------------------------------------------------------------------------------- checkpoint state
+    def extra_state(self) -> dict:
+        stats = self.refresher.stats if self.refresher is not None else []
+        return {"index_step": self.index.step, "refresh_stats": stats}
+
+    def load_extra_state(self, state: dict) -> None:
+        step = state.get("index_step")
+        directory = os.path.join(self.index_root, f"index-{step}")
+        if step and os.path.isdir(directory):
+            self.index = RealmIndex.from_pretrained(directory)
+        else:
+            logger.info("Index of step %s not on disk; rebuilding from the resumed weights", step)
+            self.index = self._build_index_now(step=self.step)
+        if self.refresher is not None:
+            self.refresher.index, self.refresher.index_step = self.index, self.index.step or 0
+            self.refresher.stats = list(state.get("refresh_stats", []))
+
+    def save_model(self, directory: str) -> None:
+        model = self.accelerator.unwrap_model(self.model)
+        model.save_pretrained(directory)
+        self.tokenizer.save_pretrained(os.path.join(directory, "retriever"))
+        self.tokenizer.save_pretrained(os.path.join(directory, "encoder"))
+        self.index.save_pretrained(os.path.join(directory, "index"))
+        if self.refresher is not None:
+            self.refresher.close()
+
+
+def zero_shot_recall(
+    retriever: RealmRetriever, tokenizer, index: RealmIndex, qa_file: str, max_questions: int, max_length: int,
+    device: torch.device, k: int = 5, batch_size: int = 32,
+) -> float:
+    """Recall@k of a retriever on a QA JSONL (`question`, `answers`, `answer_format`): an answer in the top-k blocks."""
+    with open(qa_file, encoding="utf-8") as f:
+        rows = [json.loads(line) for _, line in zip(range(max_questions), f)]
+    retrieved, references, formats = [], [], []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start : start + batch_size]
+        encoded = tokenizer(
+            [r["question"] for r in chunk], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+        ).to(device)
+        embeds = retriever.embed_queries(encoded["input_ids"], encoded["attention_mask"], encoded.get("token_type_ids"))
+        _, ids = index.search(embeds.float().cpu(), k)
+        texts = index.get_blocks(ids, columns=["title", "text"])
+        retrieved += [[f"{t} {x}" for t, x in zip(titles, bodies)] for titles, bodies in zip(texts["title"], texts["text"])]
+        references += [r["answers"] for r in chunk]
+        formats += [r.get("answer_format", "text") for r in chunk]
+    return recall_at_k(retrieved, references, k, answer_formats=formats)
