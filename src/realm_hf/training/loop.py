@@ -17,7 +17,7 @@ from collections import defaultdict
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import DataLoaderConfiguration, set_seed
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
@@ -147,7 +147,8 @@ class TrainingLoop:
         progress = tqdm(
             total=args.max_steps, initial=self.step, desc="train", disable=not self.accelerator.is_local_main_process
         )
-        running: dict[str, list[float]] = defaultdict(list)
+        running: dict[str, list[float]] = defaultdict(list)  # averaged over the logging window
+        latest: dict[str, float] = {}  # last value in the window (index version, refresh timings)
         started, steps_at_start = time.time(), self.step
         self.model.train()
         while self.step < args.max_steps:
@@ -170,10 +171,11 @@ class TrainingLoop:
                     continue
                 self.step += 1
                 progress.update(1)
-                step_logs = self.on_step_end(self.step)
+                latest.update(self.on_step_end(self.step))
                 if self.step % args.logging_steps == 0 or self.step == args.max_steps:
                     record = {key: sum(values) / len(values) for key, values in running.items() if values}
-                    record.update(step_logs)
+                    record.update(latest)
+                    latest.clear()
                     record["learning_rate"] = self.scheduler.get_last_lr()[0]
                     record["steps_per_second"] = (self.step - steps_at_start) / max(time.time() - started, 1e-9)
                     self._log(record)
@@ -210,6 +212,8 @@ class TrainingLoop:
 def make_accelerator(args: LoopArguments) -> Accelerator:
     set_seed(args.seed)
     return Accelerator(
+        # the data order is a function of (seed, epoch), so a resumed run sees the same batches
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         mixed_precision=args.mixed_precision,
         log_with=None if args.report_to == "none" else args.report_to,

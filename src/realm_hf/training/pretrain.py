@@ -216,6 +216,8 @@ class RealmPretrainer(TrainingLoop):
         self.index = self._build_index_now(step=0)
         self.refresher = None
         if self.accelerator.is_main_process:
+            # on disk like every refreshed index, so a checkpoint can name the index it trained with
+            self.index.save_pretrained(os.path.join(self.index_root, "index-0"))
             self.refresher = IndexRefresher(
                 self.index_root, build_index_from_snapshot,
                 builder_kwargs={
