@@ -1,0 +1,103 @@
+"""Load articles `{"id", "title", "text"}` from files, globs, directories, lists of dicts or datasets."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import datasets
+
+
+logger = logging.getLogger(__name__)
+
+ARTICLE_COLUMNS = ("id", "title", "text")
+_JSON_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
+_PARQUET_SUFFIXES = (".parquet",)
+
+
+def _is_path(item: Any) -> bool:
+    return isinstance(item, (str, os.PathLike))
+
+
+def resolve_files(source: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
+    r"""
+    Expand a file, a glob pattern, a directory (searched recursively for JSONL / JSONL.gz / JSON / Parquet), or a
+    list of those into a sorted, de-duplicated list of files.
+
+    Raises:
+        `FileNotFoundError`: naming the source when it matches no file.
+    """
+    items = [source] if _is_path(source) else list(source)
+    files: list[str] = []
+    for item in items:
+        path = os.fspath(item)
+        if os.path.isdir(path):
+            matches = [
+                f
+                for suffix in _JSON_SUFFIXES + _PARQUET_SUFFIXES
+                for f in glob.glob(os.path.join(path, "**", f"*{suffix}"), recursive=True)
+            ]
+        elif glob.has_magic(path):
+            matches = glob.glob(path, recursive=True)
+        else:
+            matches = [path] if os.path.isfile(path) else []
+        if not matches:
+            raise FileNotFoundError(f"No article files (.jsonl, .jsonl.gz, .json, .parquet) found at {path}.")
+        files.extend(matches)
+    return sorted(set(files))
+
+
+def _load_files(files: list[str], cache_dir: str | None) -> datasets.Dataset:
+    parquet = [f for f in files if f.endswith(_PARQUET_SUFFIXES)]
+    json_files = [f for f in files if f.endswith(_JSON_SUFFIXES)]
+    unknown = sorted(set(files) - set(parquet) - set(json_files))
+    if unknown:
+        raise ValueError(f"Unsupported article files {unknown[:5]}; use .jsonl, .jsonl.gz, .json or .parquet.")
+    if parquet and json_files:
+        raise ValueError("Mixing Parquet and JSON article files in one source is not supported; load them separately.")
+    builder = "parquet" if parquet else "json"
+    return datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir)
+
+
+def load_articles(source: Any, cache_dir: str | None = None) -> datasets.Dataset:
+    r"""
+    Load articles into an Arrow-backed `datasets.Dataset` with string columns `id`, `title`, `text`.
+
+    Args:
+        source: One of
+            - a path to a `.jsonl`, `.jsonl.gz`, `.json` or `.parquet` file, a glob pattern, a directory, or a list
+              of paths;
+            - a `datasets.Dataset`;
+            - a list of dicts.
+            Rows need `title` and `text`; `id` (any type, stored as a string) defaults to the row number.
+        cache_dir (`str`, *optional*): Where `datasets` caches the Arrow files of file sources.
+
+    Returns:
+        `datasets.Dataset` with exactly the columns `id`, `title`, `text`.
+    """
+    if isinstance(source, datasets.Dataset):
+        articles = source
+    elif isinstance(source, datasets.DatasetDict):
+        raise ValueError(f"Got a DatasetDict with splits {list(source)}; pass one split, e.g. source['train'].")
+    elif _is_path(source) or (isinstance(source, Sequence) and source and all(_is_path(s) for s in source)):
+        articles = _load_files(resolve_files(source), cache_dir)
+    elif isinstance(source, Sequence) and all(isinstance(row, Mapping) for row in source):
+        articles = datasets.Dataset.from_list([dict(row) for row in source])
+    else:
+        raise TypeError(
+            f"Cannot load articles from {type(source).__name__}; pass file paths, a glob, a directory, "
+            "a datasets.Dataset or a list of {'id', 'title', 'text'} dicts."
+        )
+    missing = [name for name in ("title", "text") if name not in articles.column_names]
+    if missing:
+        raise ValueError(f"Articles need columns 'title' and 'text'; missing {missing} in {articles.column_names}.")
+    if "id" not in articles.column_names:
+        articles = articles.add_column("id", [str(i) for i in range(len(articles))])
+    articles = articles.select_columns(list(ARTICLE_COLUMNS))
+    if articles.features["id"] != datasets.Value("string"):
+        articles = articles.cast_column("id", datasets.Value("string"))
+    logger.info("Loaded %d articles", len(articles))
+    return articles

@@ -1,0 +1,229 @@
+"""Embed a blocks dataset with any "embed these token batches" callable (the only way the index sees a model)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import datasets
+import numpy as np
+import pyarrow.compute as pc
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .manifest import fingerprint_module
+
+
+logger = logging.getLogger(__name__)
+
+EmbedFn = Callable[[dict[str, torch.Tensor]], torch.Tensor]
+"""`embed_fn(batch) -> [N, D]` where `batch` holds `input_ids`, `attention_mask`, `token_type_ids` ([N, L] long)."""
+
+
+def as_embed_fn(embedder: Any) -> EmbedFn:
+    r"""
+    Turn an embedder into an [`EmbedFn`].
+
+    Args:
+        embedder: An object with an `embed_documents(input_ids=..., attention_mask=..., token_type_ids=...)`
+            method (a `RealmRetriever`), or a callable taking the batch dict.
+
+    Returns:
+        [`EmbedFn`]
+    """
+    if hasattr(embedder, "embed_documents"):
+        return lambda batch: embedder.embed_documents(**batch)
+    if callable(embedder):
+        return embedder
+    raise TypeError(
+        f"Expected a callable embed_fn(batch) -> [N, D] or an object with `embed_documents`, got {type(embedder)!r}."
+    )
+
+
+def resolve_fingerprint(embedder: Any) -> str | None:
+    r"""
+    Fingerprint of the document tower behind `embedder`: its `document_embedder` module when it has one (a
+    `RealmRetriever`, so fine-tuning the query tower keeps the index valid), else the module itself, else `None`.
+    """
+    doc_tower = getattr(embedder, "document_embedder", None)
+    if isinstance(doc_tower, nn.Module):
+        return fingerprint_module(doc_tower)
+    if isinstance(embedder, nn.Module):
+        return fingerprint_module(embedder)
+    return None
+
+
+def infer_device(embedder: Any) -> torch.device:
+    """The device of the first parameter of an `nn.Module` embedder, else CPU."""
+    if isinstance(embedder, nn.Module):
+        for parameter in embedder.parameters():
+            return parameter.device
+    return torch.device("cpu")
+
+
+def block_lengths(blocks: datasets.Dataset) -> np.ndarray:
+    """Token count of every block, read from the Arrow column without materializing Python lists."""
+    column = blocks.with_format("arrow")["input_ids"]
+    return pc.list_value_length(column).to_numpy().astype(np.int64)  # [N]
+
+
+def shard_bounds(num_rows: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Contiguous `[start, stop)` rows of `rank` when `num_rows` are split over `world_size` ranks."""
+    return num_rows * rank // world_size, num_rows * (rank + 1) // world_size
+
+
+def distributed_info() -> tuple[int, int]:
+    """`(rank, world_size)`, `(0, 1)` when `torch.distributed` is not initialized."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def collective_device() -> torch.device:
+    """NCCL collectives need CUDA tensors; gloo takes CPU tensors."""
+    if torch.distributed.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def pad_batch(rows: dict[str, list[list[int]]], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Pad `input_ids` / `token_type_ids` lists to the batch's own max length; build the attention mask."""
+    lengths = [len(ids) for ids in rows["input_ids"]]
+    input_ids = np.full((len(lengths), max(lengths)), pad_token_id, dtype=np.int64)  # [N, L]
+    token_type_ids = np.zeros_like(input_ids)  # [N, L]
+    attention_mask = np.zeros_like(input_ids)  # [N, L]
+    for i, (ids, types) in enumerate(zip(rows["input_ids"], rows["token_type_ids"])):
+        input_ids[i, : len(ids)] = ids
+        token_type_ids[i, : len(types)] = types
+        attention_mask[i, : len(ids)] = 1
+    return {
+        "input_ids": torch.from_numpy(input_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+        "token_type_ids": torch.from_numpy(token_type_ids),
+    }
+
+
+@contextlib.contextmanager
+def _eval_mode(embedder: Any) -> Iterator[None]:
+    module = embedder if isinstance(embedder, nn.Module) else None
+    was_training = module.training if module is not None else False
+    if module is not None:
+        module.eval()
+    try:
+        yield
+    finally:
+        if module is not None and was_training:
+            module.train()
+
+
+@torch.no_grad()
+def _embed_rows(
+    blocks: datasets.Dataset,
+    start: int,
+    stop: int,
+    embed_fn: EmbedFn,
+    batch_size: int,
+    device: torch.device,
+    dtype: torch.dtype | None,
+    pad_token_id: int,
+) -> np.ndarray:
+    lengths = block_lengths(blocks)[start:stop]  # [n]
+    # longest first: batches of similar length waste little padding, and an out-of-memory shows up at once
+    order = np.argsort(-lengths, kind="stable")  # [n]
+    token_columns = blocks.select_columns(["input_ids", "token_type_ids"])
+    embeddings: np.ndarray | None = None
+    autocast = (
+        torch.autocast(device_type=device.type, dtype=dtype)
+        if dtype is not None and dtype != torch.float32
+        else contextlib.nullcontext()
+    )
+    with autocast:
+        for offset in tqdm(range(0, len(order), batch_size), desc="Embedding blocks", unit="batch"):
+            rows = order[offset : offset + batch_size]  # [b]
+            batch = pad_batch(token_columns[(rows + start).tolist()], pad_token_id)
+            batch = {name: tensor.to(device) for name, tensor in batch.items()}
+            out = embed_fn(batch)
+            if not isinstance(out, torch.Tensor):  # a ModelOutput or tuple: its first field is the embedding
+                out = out[0]
+            out = out.detach().float().cpu().numpy()  # [b, D]
+            if embeddings is None:
+                embeddings = np.empty((stop - start, out.shape[1]), dtype=np.float32)  # [n, D]
+            embeddings[rows] = out  # back to the original row order
+    return embeddings if embeddings is not None else np.empty((0, 0), dtype=np.float32)
+
+
+def _all_gather_rows(local: np.ndarray, num_rows: int, world_size: int) -> np.ndarray:
+    """Concatenate every rank's contiguous shard; pads to the largest shard because all_gather needs equal shapes."""
+    device = collective_device()
+    dim = torch.tensor([local.shape[1] if local.size else 0], device=device)
+    torch.distributed.all_reduce(dim, op=torch.distributed.ReduceOp.MAX)  # an empty shard does not know D
+    max_rows = max(stop - start for start, stop in (shard_bounds(num_rows, r, world_size) for r in range(world_size)))
+    padded = torch.zeros((max_rows, int(dim.item())), dtype=torch.float32, device=device)  # [M, D]
+    if local.size:
+        padded[: len(local)] = torch.from_numpy(local).to(device)
+    gathered = [torch.empty_like(padded) for _ in range(world_size)]
+    torch.distributed.all_gather(gathered, padded)
+    parts = []
+    for r, part in enumerate(gathered):
+        start, stop = shard_bounds(num_rows, r, world_size)
+        parts.append(part[: stop - start].cpu().numpy())
+    return np.concatenate(parts, axis=0)  # [N, D]
+
+
+def embed_blocks(
+    blocks: datasets.Dataset,
+    embedder: Any,
+    batch_size: int = 64,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    pad_token_id: int = 0,
+    gather: bool = True,
+) -> np.ndarray:
+    r"""
+    Embed every block of `blocks` (its `input_ids` / `token_type_ids` columns) into a float32 matrix.
+
+    Blocks are sorted by length and each batch is padded only to its own longest block; embeddings are put back in
+    the original row order. When `torch.distributed` is initialized, each rank embeds a contiguous shard and (with
+    `gather=True`) all ranks end with the same full matrix.
+
+    Args:
+        blocks (`datasets.Dataset`): Rows with `input_ids` and `token_type_ids` (see [`split_into_blocks`]).
+        embedder: A callable `embed_fn(batch) -> [N, D]` or an object with `embed_documents` (a `RealmRetriever`).
+        batch_size (`int`, defaults to 64): Blocks per forward pass.
+        device (`str` or `torch.device`, *optional*): Where batches are sent; the model must already be there.
+            Defaults to the device of an `nn.Module` embedder, else CPU.
+        dtype (`torch.dtype`, *optional*): Autocast dtype (e.g. `torch.bfloat16`) for the forward pass.
+        pad_token_id (`int`, defaults to 0): The tokenizer's pad id (`[PAD]` is 0 in BERT vocabularies).
+        gather (`bool`, defaults to `True`): In distributed runs, gather the shards on every rank; `False` returns
+            only this rank's contiguous shard.
+
+    Returns:
+        `np.ndarray` of shape `(N, D)` (or `(shard rows, D)` with `gather=False`), float32.
+    """
+    if "input_ids" not in blocks.column_names or "token_type_ids" not in blocks.column_names:
+        raise ValueError(
+            f"blocks must have input_ids and token_type_ids columns (got {blocks.column_names}); "
+            "create them with realm_hf.corpus.split_into_blocks(articles, tokenizer)."
+        )
+    embed_fn = as_embed_fn(embedder)
+    device = torch.device(device) if device is not None else infer_device(embedder)
+    rank, world_size = distributed_info()
+    start, stop = shard_bounds(len(blocks), rank, world_size)
+    began = time.perf_counter()
+    with _eval_mode(embedder):
+        local = _embed_rows(blocks, start, stop, embed_fn, batch_size, device, dtype, pad_token_id)  # [n, D]
+    seconds = time.perf_counter() - began
+    logger.info(
+        "Embedded %d blocks in %.1fs (%.0f blocks/s)%s",
+        stop - start,
+        seconds,
+        (stop - start) / max(seconds, 1e-9),
+        f" on rank {rank}/{world_size}" if world_size > 1 else "",
+    )
+    if world_size == 1 or not gather:
+        return local
+    return _all_gather_rows(local, len(blocks), world_size)

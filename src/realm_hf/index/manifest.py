@@ -1,0 +1,163 @@
+"""The `manifest.json` of an index directory and the fingerprint of the weights that built it."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from importlib import metadata
+
+import torch
+from torch import nn
+
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+REBUILD_HINT = (
+    "Rebuild the index with the model you are using: `realm-hf build-index --model <model> --output <dir>` "
+    "or `RealmIndex.build(blocks, retriever, tokenizer).save_pretrained(<dir>)`."
+)
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("realm_hf")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
+
+
+def fingerprint_state_dict(state_dict: Mapping[str, torch.Tensor]) -> str:
+    r"""
+    SHA-256 over the sorted parameter names, dtypes, shapes and raw tensor bytes of a state dict.
+
+    Two state dicts have the same fingerprint if and only if (up to hash collisions) they hold the same tensors
+    under the same names, so an index can tell whether it was built by the document tower in use.
+
+    Args:
+        state_dict (`Mapping[str, torch.Tensor]`): For example `retriever.document_embedder.state_dict()`.
+
+    Returns:
+        `str`: a 64-character hexadecimal digest.
+    """
+    digest = hashlib.sha256()
+    for name in sorted(state_dict):
+        tensor = state_dict[name]
+        if not isinstance(tensor, torch.Tensor):
+            continue  # extra state such as python objects is not part of the weights
+        tensor = tensor.detach().to("cpu").contiguous()
+        digest.update(name.encode("utf-8"))
+        digest.update(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
+        # view as bytes so bfloat16 (which numpy lacks) hashes too
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def fingerprint_module(module: nn.Module) -> str:
+    r"""
+    Fingerprint of a module's weights: [`fingerprint_state_dict`] of `module.state_dict()`.
+
+    Args:
+        module (`torch.nn.Module`): the document tower that embeds the corpus.
+
+    Returns:
+        `str`: a 64-character hexadecimal digest.
+    """
+    return fingerprint_state_dict(module.state_dict())
+
+
+@dataclasses.dataclass
+class IndexManifest:
+    r"""
+    What an index directory holds, written as `manifest.json` next to the blocks, embeddings and faiss file.
+
+    Args:
+        num_blocks (`int`): Number of blocks (rows of the embedding matrix).
+        dim (`int`): Embedding dimension.
+        index_type (`str`): `"torch-exact"` or a faiss factory string such as `"HNSW32"` or `"IVF4096,PQ64"`.
+        embedding_dtype (`str`): `"float32"` or `"float16"`, the dtype of the stored embedding matrix.
+        fingerprint (`str`, *optional*): [`fingerprint_module`] of the document tower that built the index.
+        step (`int`, *optional*): Training step of the document tower snapshot.
+        metric (`str`, defaults to `"inner_product"`): The only metric REALM uses.
+        search_params (`dict`, *optional*): Backend search parameters (`nprobe`, `efSearch`, `k_factor`).
+        created_at (`str`, *optional*): ISO-8601 UTC time; filled in when omitted.
+        realm_hf_version (`str`, *optional*): Version of the package that wrote the index; filled in when omitted.
+        format_version (`int`): Version of this directory layout.
+    """
+
+    num_blocks: int
+    dim: int
+    index_type: str
+    embedding_dtype: str = "float32"
+    fingerprint: str | None = None
+    step: int | None = None
+    metric: str = "inner_product"
+    search_params: dict = dataclasses.field(default_factory=dict)
+    created_at: str | None = None
+    realm_hf_version: str | None = None
+    format_version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.created_at is None:
+            self.created_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        if self.realm_hf_version is None:
+            self.realm_hf_version = _package_version()
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        """Write the manifest as indented JSON."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> IndexManifest:
+        """Read a manifest, refusing unknown format versions and metrics."""
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"No index manifest at {path}; this directory is not a RealmIndex. {REBUILD_HINT}")
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        version = data.get("format_version")
+        if version is None or version > FORMAT_VERSION:
+            raise ValueError(
+                f"{path} has format_version={version}, this realm_hf reads format_version <= {FORMAT_VERSION}. "
+                "Upgrade realm_hf (`pip install -U realm_hf`) or rebuild the index."
+            )
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            logger.warning("Ignoring unknown manifest fields %s in %s", unknown, path)
+        manifest = cls(**{key: value for key, value in data.items() if key in known})
+        if manifest.metric != "inner_product":
+            raise ValueError(
+                f"{path} has metric={manifest.metric!r}; REALM indexes use 'inner_product'. {REBUILD_HINT}"
+            )
+        return manifest
+
+    def check_compatible(
+        self, expected_dim: int | None = None, expected_fingerprint: str | None = None, source: str = "index"
+    ) -> None:
+        r"""
+        Refuse an index that does not belong to the model in use.
+
+        Args:
+            expected_dim (`int`, *optional*): The retriever's embedding size.
+            expected_fingerprint (`str`, *optional*): [`fingerprint_module`] of the retriever's document tower.
+            source (`str`): Where the index came from, for the error message.
+
+        Raises:
+            `ValueError`: naming the values that differ and how to rebuild.
+        """
+        problems = []
+        if expected_dim is not None and int(expected_dim) != self.dim:
+            problems.append(f"embedding dim: index has {self.dim}, model expects {expected_dim}")
+        if expected_fingerprint is not None and expected_fingerprint != self.fingerprint:
+            problems.append(
+                f"document-tower fingerprint: index was built by {self.fingerprint}, model has {expected_fingerprint}"
+            )
+        if problems:
+            raise ValueError(f"The index at {source} does not match the model ({'; '.join(problems)}). {REBUILD_HINT}")

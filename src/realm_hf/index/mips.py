@@ -1,0 +1,545 @@
+"""`RealmIndex`: blocks + cached document embeddings + a MIPS backend + a manifest, saved as one directory.
+
+Layout of an index directory (a downloaded Hub snapshot has the same layout)::
+
+    blocks/                 datasets.save_to_disk (Arrow, memory-mapped on load)
+    embeddings.npy          [N, D] float32 or float16, memory-mapped on load
+    index.faiss             faiss.write_index (absent for index_type="torch-exact")
+    manifest.json           see IndexManifest
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+
+from ..corpus.blocks import split_into_blocks
+from ..corpus.store import BlockStore, int_column
+from .atomic import atomic_directory
+from .backends import TORCH_EXACT, FaissBackend, TorchExactBackend
+from .embedding import embed_blocks, resolve_fingerprint
+from .manifest import MANIFEST_NAME, IndexManifest, fingerprint_module
+
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RealmIndex", "fingerprint_module", "normalize_exclude"]
+
+BLOCKS_DIR = "blocks"
+EMBEDDINGS_FILE = "embeddings.npy"
+_EMBEDDING_DTYPES = {"float32": np.float32, "float16": np.float16}
+
+
+def normalize_exclude(exclude: Any, batch_size: int) -> torch.Tensor:
+    r"""
+    Turn per-query exclusions into a `[B, E]` int64 tensor padded with -1.
+
+    Args:
+        exclude: `None`; an int tensor/array of shape `[B]` or `[B, E]` (-1 = nothing); or a sequence of `B` items,
+            each `None`, an int, or an iterable of ints.
+        batch_size (`int`): Number of queries `B`.
+    """
+    if exclude is None:
+        return torch.empty((batch_size, 0), dtype=torch.long)
+    if isinstance(exclude, np.ndarray):
+        exclude = torch.from_numpy(exclude)
+    if isinstance(exclude, torch.Tensor):
+        tensor = exclude.detach().to("cpu", torch.long)
+        if tensor.dim() == 1:
+            tensor = tensor[:, None]  # [B, 1]
+        if tensor.dim() != 2 or tensor.shape[0] != batch_size:
+            raise ValueError(
+                f"exclude must have shape [B={batch_size}] or [B={batch_size}, E], got {list(exclude.shape)}."
+            )
+        return tensor
+    if not isinstance(exclude, Sequence) or len(exclude) != batch_size:
+        raise ValueError(
+            f"exclude must hold one entry per query (B={batch_size}): a list of lists of block ids, "
+            f"got {type(exclude).__name__}" + (f" of length {len(exclude)}" if isinstance(exclude, Sequence) else "")
+        )
+    rows = []
+    for item in exclude:
+        if item is None:
+            rows.append([])
+        elif isinstance(item, (int, np.integer)):
+            rows.append([int(item)])
+        elif isinstance(item, torch.Tensor):
+            rows.append(item.reshape(-1).tolist())
+        else:
+            rows.append([int(i) for i in item])
+    width = max((len(row) for row in rows), default=0)
+    tensor = torch.full((batch_size, width), -1, dtype=torch.long)  # [B, E]
+    for i, row in enumerate(rows):
+        tensor[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return tensor
+
+
+def _drop_excluded(
+    scores: torch.Tensor, ids: torch.Tensor, exclude: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Keep the best `k` hits per row that are neither missing (-1) nor excluded; pad with (-inf, -1)."""
+    drop = ids < 0  # [B, K']
+    if exclude.shape[1]:
+        drop |= (ids[:, :, None] == exclude[:, None, :]).any(-1)  # [B, K']
+    if ids.shape[1] < k:  # fewer candidates than k: pad so the shapes hold
+        pad = k - ids.shape[1]
+        scores = torch.cat([scores, scores.new_full((len(ids), pad), float("-inf"))], dim=1)
+        ids = torch.cat([ids, ids.new_full((len(ids), pad), -1)], dim=1)
+        drop = torch.cat([drop, drop.new_ones((len(drop), pad))], dim=1)
+    # a stable sort of the drop flags moves kept hits to the front without changing their rank order
+    order = torch.sort(drop.to(torch.int8), dim=1, stable=True).indices[:, :k]  # [B, k]
+    dropped = drop.gather(1, order)  # [B, k]
+    scores = scores.gather(1, order).masked_fill(dropped, float("-inf"))  # [B, k]
+    ids = ids.gather(1, order).masked_fill(dropped, -1)  # [B, k]
+    return scores, ids, (~dropped).sum(dim=1)
+
+
+class RealmIndex:
+    r"""
+    Maximum inner product search over the cached document embeddings of a blocks corpus.
+
+    Build one with [`RealmIndex.build`], load one with [`RealmIndex.from_pretrained`]. Search returns *block ids*
+    (the `block_id` column), which stay valid across [`RealmIndex.add`] and [`RealmIndex.remove`].
+
+    Args:
+        blocks (`datasets.Dataset`): One row per block with `block_id`, `title`, `text`, `input_ids`, ...
+        embeddings (`np.ndarray` of shape `(N, D)`): float32 or float16 rows aligned with `blocks`.
+        backend ([`TorchExactBackend`] or [`FaissBackend`]): The search structure over `embeddings`.
+        manifest ([`IndexManifest`]): What the index is and which weights built it.
+    """
+
+    def __init__(
+        self,
+        blocks: datasets.Dataset,
+        embeddings: np.ndarray,
+        backend: TorchExactBackend | FaissBackend,
+        manifest: IndexManifest,
+    ) -> None:
+        if embeddings.ndim != 2 or len(blocks) != embeddings.shape[0] or backend.ntotal != len(blocks):
+            raise ValueError(
+                f"Inconsistent index: {len(blocks)} blocks, embeddings of shape {list(embeddings.shape)}, "
+                f"{backend.ntotal} vectors in the {manifest.index_type} backend. Rebuild the index."
+            )
+        self.store = BlockStore(blocks)
+        self.embeddings = embeddings  # [N, D]
+        self.backend = backend
+        self.manifest = manifest
+        self.manifest.num_blocks = len(blocks)
+        self._exact_backend: TorchExactBackend | None = None
+
+    @property
+    def blocks(self) -> datasets.Dataset:
+        """The blocks dataset, rows aligned with `embeddings`."""
+        return self.store.blocks
+
+    @property
+    def block_ids(self) -> np.ndarray:
+        """`[N]` int64 block id of every row."""
+        return self.store.block_ids
+
+    def _set_blocks(self, blocks: datasets.Dataset) -> None:
+        self.store = BlockStore(blocks)
+        self.manifest.num_blocks = len(blocks)
+        self._exact_backend = None
+
+    # ----------------------------------------------------------------------------------------------------- build
+    @classmethod
+    def build(
+        cls,
+        blocks_or_articles: Any,
+        embed_fn_or_retriever: Any,
+        tokenizer: Any = None,
+        index_type: str = "Flat",
+        batch_size: int = 64,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | None = None,
+        fingerprint: str | None = None,
+        step: int | None = None,
+        *,
+        embedding_dtype: str = "float32",
+        search_params: dict[str, Any] | None = None,
+        max_length: int = 288,
+        num_proc: int | None = None,
+        train_size: int = 262_144,
+    ) -> RealmIndex:
+        r"""
+        Embed a corpus with the document tower and build the search structure.
+
+        Args:
+            blocks_or_articles: A blocks `datasets.Dataset` (with `input_ids`, from [`split_into_blocks`]), or
+                articles in any form [`load_articles`] takes (then `tokenizer` is required).
+            embed_fn_or_retriever: `embed_fn(batch) -> [N, D]` or an object with `embed_documents` (a
+                `RealmRetriever`). An `nn.Module` is put in eval mode while embedding.
+            tokenizer (`PreTrainedTokenizerFast`, *optional*): Needed to split articles into blocks; also gives the
+                pad id.
+            index_type (`str`, defaults to `"Flat"`): `"torch-exact"` (no faiss) or a faiss factory string:
+                `"Flat"`, `"HNSW32"`, `"IVF4096,PQ32"`, `"IVF4096,PQ32,RFlat"`, `"SQfp16"`, ...
+            batch_size (`int`, defaults to 64): Blocks per forward pass.
+            device (`str` or `torch.device`, *optional*): Device of the model (batches are sent there; defaults to
+                the module's device) and of the search backend.
+            dtype (`torch.dtype`, *optional*): Autocast dtype for embedding, e.g. `torch.bfloat16`.
+            fingerprint (`str`, *optional*): Fingerprint of the document tower; derived from the module's
+                state dict when the embedder is an `nn.Module` (its `document_embedder` for a `RealmRetriever`).
+            step (`int`, *optional*): Training step of the weights, recorded in the manifest.
+            embedding_dtype (`str`, defaults to `"float32"`): `"float32"` or `"float16"` storage of the matrix.
+            search_params (`dict`, *optional*): faiss search parameters (`nprobe`, `efSearch`, `k_factor`).
+            max_length (`int`, defaults to 288): Block length in wordpieces when splitting articles.
+            num_proc (`int`, *optional*): Processes for splitting articles.
+            train_size (`int`, defaults to 262144): Vectors sampled to train IVF/PQ quantizers.
+
+        Returns:
+            [`RealmIndex`]: the same full index on every rank of a distributed run.
+        """
+        if embedding_dtype not in _EMBEDDING_DTYPES:
+            raise ValueError(f"embedding_dtype must be 'float32' or 'float16', got {embedding_dtype!r}.")
+        blocks = _as_blocks(blocks_or_articles, tokenizer, max_length=max_length, num_proc=num_proc)
+        if fingerprint is None:
+            fingerprint = resolve_fingerprint(embed_fn_or_retriever)
+        pad_token_id = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0
+        embeddings = embed_blocks(
+            blocks, embed_fn_or_retriever, batch_size=batch_size, device=device, dtype=dtype, pad_token_id=pad_token_id
+        )  # [N, D]
+        return cls.from_embeddings(
+            blocks,
+            embeddings.astype(_EMBEDDING_DTYPES[embedding_dtype], copy=False),
+            index_type=index_type,
+            fingerprint=fingerprint,
+            step=step,
+            search_params=search_params,
+            device=device,
+            train_size=train_size,
+        )
+
+    @classmethod
+    def from_embeddings(
+        cls,
+        blocks: datasets.Dataset,
+        embeddings: np.ndarray,
+        index_type: str = "Flat",
+        fingerprint: str | None = None,
+        step: int | None = None,
+        search_params: dict[str, Any] | None = None,
+        device: str | torch.device | None = None,
+        train_size: int = 262_144,
+    ) -> RealmIndex:
+        r"""
+        Build the search structure over embeddings computed elsewhere (rows aligned with `blocks`).
+
+        Args:
+            blocks (`datasets.Dataset`): Blocks; a `block_id` column `0..N-1` is added when missing.
+            embeddings (`np.ndarray` of shape `(N, D)`): float32 or float16.
+            index_type, fingerprint, step, search_params, device, train_size: see [`RealmIndex.build`].
+        """
+        if embeddings.ndim != 2 or len(embeddings) != len(blocks):
+            raise ValueError(f"embeddings must have shape [{len(blocks)}, D], got {list(embeddings.shape)}.")
+        if embeddings.dtype.name not in _EMBEDDING_DTYPES:
+            embeddings = embeddings.astype(np.float32)
+        if "block_id" not in blocks.column_names:
+            blocks = blocks.add_column("block_id", np.arange(len(blocks), dtype=np.int64))
+        ids = int_column(blocks, "block_id")
+        began = time.perf_counter()
+        if index_type == TORCH_EXACT:
+            if search_params:
+                raise ValueError(f"index_type='torch-exact' takes no search_params, got {search_params}.")
+            backend: TorchExactBackend | FaissBackend = TorchExactBackend(embeddings, ids, device=device)
+        else:
+            backend = FaissBackend.build(
+                embeddings, ids, index_type, search_params=search_params, device=device, train_size=train_size
+            )
+        logger.info("Built %s index over %d blocks in %.1fs", index_type, len(ids), time.perf_counter() - began)
+        manifest = IndexManifest(
+            num_blocks=len(ids),
+            dim=int(embeddings.shape[1]),
+            index_type=index_type,
+            embedding_dtype=embeddings.dtype.name,
+            fingerprint=fingerprint,
+            step=step,
+            search_params=backend.search_params,
+        )
+        return cls(blocks, embeddings, backend, manifest)
+
+    # ---------------------------------------------------------------------------------------------- properties
+    def __len__(self) -> int:
+        return len(self.block_ids)
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.block_ids)
+
+    @property
+    def dim(self) -> int:
+        return int(self.embeddings.shape[1])
+
+    @property
+    def index_type(self) -> str:
+        return self.manifest.index_type
+
+    @property
+    def fingerprint(self) -> str | None:
+        return self.manifest.fingerprint
+
+    @property
+    def step(self) -> int | None:
+        return self.manifest.step
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_blocks={self.num_blocks}, dim={self.dim}, index_type={self.index_type!r}, "
+            f"embedding_dtype={self.manifest.embedding_dtype!r}, step={self.step})"
+        )
+
+    # -------------------------------------------------------------------------------------------------- search
+    def search(
+        self, query_embeds: torch.Tensor | np.ndarray, k: int, exclude: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""
+        The `k` blocks with the largest inner product with each query.
+
+        Args:
+            query_embeds (`torch.Tensor` or `np.ndarray` of shape `(B, D)`): Query embeddings.
+            k (`int`): Hits per query, `1 <= k <= num_blocks`.
+            exclude (*optional*): Block ids to leave out per query (e.g. the block a masked sentence came from):
+                a list of `B` lists, or an int tensor `[B]` / `[B, E]` padded with -1. Exactly `k` hits are still
+                returned (the search over-fetches `k + E` and filters).
+
+        Returns:
+            `tuple(torch.FloatTensor, torch.LongTensor)`: scores `[B, k]` (float32, descending) and block ids `[B, k]`.
+        """
+        queries = self._check_queries(query_embeds)  # [B, D]
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+            raise ValueError(f"k must be a positive integer, got k={k!r}.")
+        if k > self.num_blocks:
+            raise ValueError(f"k={k} is larger than the number of blocks in the index ({self.num_blocks}); lower k.")
+        excluded = normalize_exclude(exclude, len(queries))  # [B, E]
+        scores, ids, found = self._search(queries, int(k), excluded)
+        if bool((found < k).any()):
+            row = int(torch.nonzero(found < k)[0, 0])
+            raise ValueError(
+                f"Query {row} has only {int(found[row])} blocks left after excluding {excluded[row].tolist()}, "
+                f"fewer than k={k}; lower k or exclude fewer blocks."
+            )
+        return scores, ids
+
+    def _check_queries(self, query_embeds: torch.Tensor | np.ndarray) -> torch.Tensor:
+        if isinstance(query_embeds, np.ndarray):
+            query_embeds = torch.from_numpy(query_embeds)
+        if not isinstance(query_embeds, torch.Tensor):
+            raise TypeError(f"query_embeds must be a [B, D] tensor or array, got {type(query_embeds).__name__}.")
+        if query_embeds.dim() != 2:
+            raise ValueError(
+                f"query_embeds must have shape [B, D], got {list(query_embeds.shape)}; "
+                "use query_embeds[None] for a single query."
+            )
+        if query_embeds.shape[1] != self.dim:
+            raise ValueError(
+                f"query_embeds have dim {query_embeds.shape[1]} but the index has dim {self.dim}; the index was "
+                "built by another retriever configuration. Rebuild it with RealmIndex.build(...)."
+            )
+        return query_embeds.detach().float()
+
+    def _search(
+        self, queries: torch.Tensor, k: int, excluded: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Search with exclusion; may return fewer than `k` hits per row (padded with -inf / -1; see `found`)."""
+        fetch = min(k + excluded.shape[1], self.num_blocks)
+        if fetch == 0:
+            return _drop_excluded(
+                queries.new_zeros((len(queries), 0)), excluded.new_zeros((len(queries), 0)), excluded, k
+            )
+        scores, ids = self.backend.search(queries, fetch)  # [B, fetch]
+        scores, ids, found = _drop_excluded(scores, ids, excluded, k)  # [B, k]
+        short = found < min(k, self.num_blocks)
+        if self.index_type != TORCH_EXACT and bool(short.any()):
+            # approximate indexes can come up short (few IVF lists probed); exact search on those rows fills in
+            rows = torch.nonzero(short)[:, 0]
+            logger.debug(
+                "%d queries got fewer than %d hits from %s; completing them exactly", len(rows), k, self.index_type
+            )
+            exact_scores, exact_ids = self._exact().search(queries[rows], fetch)
+            scores[rows], ids[rows], found[rows] = _drop_excluded(exact_scores, exact_ids, excluded[rows], k)
+        return scores, ids, found
+
+    def _exact(self) -> TorchExactBackend:
+        if self._exact_backend is None:
+            self._exact_backend = TorchExactBackend(self.embeddings, self.block_ids)
+        return self._exact_backend
+
+    # -------------------------------------------------------------------------------------------------- blocks
+    def get_blocks(self, block_ids: Any, columns: Iterable[str] | None = None) -> dict[str, list]:
+        r"""
+        The block rows for a `[B, k]` (or `[n]`) tensor of block ids, e.g. the ids returned by [`search`].
+
+        Args:
+            block_ids (`torch.LongTensor`, `np.ndarray` or list): Block ids.
+            columns (`Iterable[str]`, *optional*): Columns to return (default: all, e.g. `block_id`, `article_id`,
+                `title`, `text`, `input_ids`, `token_type_ids`).
+
+        Returns:
+            `dict[str, list]`: per column, a list shaped like `block_ids` (`[B][k]` for a 2-D input).
+
+        Raises:
+            `KeyError`: naming ids that are not in the index.
+        """
+        return self.store.get(block_ids, columns)
+
+    # ------------------------------------------------------------------------------------------- add / remove
+    def add(
+        self,
+        articles_or_blocks: Any,
+        embed_fn: Any,
+        tokenizer: Any = None,
+        batch_size: int = 64,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | None = None,
+        max_length: int = 288,
+    ) -> np.ndarray:
+        r"""
+        Embed and add new blocks without rebuilding; they get fresh ids after the current largest id.
+
+        Args:
+            articles_or_blocks: Articles (then `tokenizer` is needed) or a blocks dataset.
+            embed_fn: The embedder; it should be the document tower that built the index (a different fingerprint
+                is logged as a warning).
+            tokenizer, batch_size, device, dtype, max_length: see [`RealmIndex.build`].
+
+        Returns:
+            `np.ndarray`: the block ids given to the new blocks.
+        """
+        new_blocks = _as_blocks(articles_or_blocks, tokenizer, max_length=max_length)
+        first_id = int(self.block_ids.max()) + 1 if len(self.block_ids) else 0
+        new_ids = np.arange(first_id, first_id + len(new_blocks), dtype=np.int64)
+        if "block_id" in new_blocks.column_names:
+            new_blocks = new_blocks.remove_columns("block_id")
+        new_blocks = new_blocks.add_column("block_id", new_ids)
+        new_blocks = new_blocks.select_columns(self.blocks.column_names).cast(self.blocks.features)
+        fingerprint = resolve_fingerprint(embed_fn)
+        if self.fingerprint is not None and fingerprint is not None and fingerprint != self.fingerprint:
+            logger.warning(
+                "Adding blocks embedded by weights %s to an index built by %s", fingerprint, self.fingerprint
+            )
+        pad_token_id = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0
+        new_embeddings = embed_blocks(
+            new_blocks, embed_fn, batch_size=batch_size, device=device, dtype=dtype, pad_token_id=pad_token_id
+        ).astype(self.embeddings.dtype)  # [M, D]
+        if new_embeddings.shape[1] != self.dim:
+            raise ValueError(f"New embeddings have dim {new_embeddings.shape[1]}, the index has dim {self.dim}.")
+        self.embeddings = np.concatenate([self.embeddings, new_embeddings], axis=0)  # [N + M, D]
+        self._set_blocks(datasets.concatenate_datasets([self.blocks, new_blocks]))
+        self.backend.add(new_embeddings, new_ids, self.embeddings, self.block_ids)
+        logger.info(
+            "Added %d blocks (ids %d..%d); index now holds %d",
+            len(new_ids),
+            first_id,
+            new_ids[-1] if len(new_ids) else first_id,
+            self.num_blocks,
+        )
+        return new_ids
+
+    def remove(self, block_ids: Any) -> None:
+        r"""
+        Remove blocks by id, from the blocks, the embeddings and the search structure, without re-embedding.
+
+        Raises:
+            `KeyError`: naming ids that are not in the index.
+        """
+        ids = np.unique(
+            np.asarray(block_ids.cpu() if isinstance(block_ids, torch.Tensor) else block_ids, dtype=np.int64)
+        )
+        self.store.rows_of(ids)  # raises KeyError on unknown ids
+        keep = ~np.isin(self.block_ids, ids)  # [N]
+        self.embeddings = np.ascontiguousarray(self.embeddings[keep])  # [N - R, D]
+        self._set_blocks(self.blocks.select(np.flatnonzero(keep)))
+        self.backend.remove(ids, self.embeddings, self.block_ids)
+        logger.info("Removed %d blocks; index now holds %d", len(ids), self.num_blocks)
+
+    def to(self, device: str | torch.device | None) -> RealmIndex:
+        """Move the search backend to `device` (CUDA: torch matrix on the GPU, or faiss-gpu when installed)."""
+        self.backend = self.backend.to(device)
+        return self
+
+    # -------------------------------------------------------------------------------------------- persistence
+    def save_pretrained(self, save_directory: str | os.PathLike) -> None:
+        r"""
+        Write the index directory atomically: everything goes to a temporary sibling that is renamed into place
+        once complete, so a crash never leaves half an index and an existing index is replaced only by a whole one.
+
+        Args:
+            save_directory (`str` or `os.PathLike`): Destination directory.
+        """
+        began = time.perf_counter()
+        with atomic_directory(save_directory) as tmp:
+            self.blocks.save_to_disk(os.path.join(tmp, BLOCKS_DIR))
+            np.save(os.path.join(tmp, EMBEDDINGS_FILE), np.asarray(self.embeddings), allow_pickle=False)
+            self.backend.save(tmp)
+            self.manifest.search_params = dict(self.backend.search_params)
+            self.manifest.to_json_file(os.path.join(tmp, MANIFEST_NAME))  # last: its presence marks completeness
+        logger.info("Saved %r to %s in %.1fs", self, save_directory, time.perf_counter() - began)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        directory: str | os.PathLike,
+        expected_dim: int | None = None,
+        expected_fingerprint: str | None = None,
+        mmap: bool = True,
+        device: str | torch.device | None = None,
+        search_params: dict[str, Any] | None = None,
+    ) -> RealmIndex:
+        r"""
+        Load an index directory written by [`save_pretrained`] (or a downloaded snapshot of one).
+
+        Args:
+            directory (`str` or `os.PathLike`): The index directory.
+            expected_dim (`int`, *optional*): Refuse the index unless its dim matches (the retriever's size).
+            expected_fingerprint (`str`, *optional*): Refuse the index unless it was built by these weights.
+            mmap (`bool`, defaults to `True`): Memory-map blocks and embeddings instead of reading them into RAM.
+            device (`str` or `torch.device`, *optional*): Device of the search backend.
+            search_params (`dict`, *optional*): Override stored faiss search parameters (`nprobe`, `efSearch`, ...).
+
+        Raises:
+            `FileNotFoundError`: naming the missing file. `ValueError`: on a dim or fingerprint mismatch, saying how
+            to rebuild.
+        """
+        directory = os.fspath(directory)
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"No index directory at {directory}.")
+        manifest = IndexManifest.from_json_file(os.path.join(directory, MANIFEST_NAME))
+        manifest.check_compatible(expected_dim, expected_fingerprint, source=directory)
+        blocks_path = os.path.join(directory, BLOCKS_DIR)
+        embeddings_path = os.path.join(directory, EMBEDDINGS_FILE)
+        for path in (blocks_path, embeddings_path):
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"Missing {os.path.basename(path)} in index directory {directory}.")
+        blocks = datasets.load_from_disk(blocks_path, keep_in_memory=not mmap)
+        embeddings = np.load(embeddings_path, mmap_mode="r" if mmap else None, allow_pickle=False)  # [N, D]
+        if embeddings.shape != (manifest.num_blocks, manifest.dim):
+            raise ValueError(
+                f"{embeddings_path} has shape {list(embeddings.shape)} but the manifest says "
+                f"[{manifest.num_blocks}, {manifest.dim}]; the directory is corrupt, rebuild the index."
+            )
+        ids = int_column(blocks, "block_id")
+        if manifest.index_type == TORCH_EXACT:
+            backend: TorchExactBackend | FaissBackend = TorchExactBackend(embeddings, ids, device=device)
+        else:
+            params = {**manifest.search_params, **(search_params or {})}
+            backend = FaissBackend.load(directory, manifest.index_type, search_params=params, device=device)
+        return cls(blocks, embeddings, backend, manifest)
+
+
+def _as_blocks(source: Any, tokenizer: Any, max_length: int = 288, num_proc: int | None = None) -> datasets.Dataset:
+    """A blocks dataset as is, or articles split into blocks with `tokenizer`."""
+    if isinstance(source, datasets.Dataset) and "input_ids" in source.column_names:
+        return source
+    if tokenizer is None:
+        raise ValueError(
+            "Got articles (no input_ids column) but no tokenizer: pass tokenizer=... so they can be split into "
+            "blocks, or pass blocks from realm_hf.corpus.split_into_blocks."
+        )
+    return split_into_blocks(source, tokenizer, max_length=max_length, num_proc=num_proc)

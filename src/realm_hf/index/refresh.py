@@ -1,0 +1,499 @@
+"""Asynchronous index refresh (REALM's trainer / index-builder pair) and the schedule that triggers it.
+
+Protocol: the trainer hands a snapshot of the document tower to a background builder (a `spawn`ed process by
+default, or a thread); the builder re-embeds the corpus, writes the new index to a fresh directory
+`<root>/index-<step>` (atomically) and then points `<root>/LATEST` at it (atomically); between steps the trainer
+polls with [`IndexRefresher.maybe_swap`] and swaps the new index in. A crashed builder never touches the index in
+use: the trainer keeps it, a warning is logged, and the next request starts a fresh builder.
+
+No pickle of tensors: the snapshot travels as a safetensors file, the builder as an import path string
+(`"package.module:function"`), its arguments as JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.multiprocessing
+from safetensors.torch import load_file, save_file
+
+from .atomic import write_json_atomic
+from .manifest import fingerprint_state_dict
+from .mips import RealmIndex
+
+
+logger = logging.getLogger(__name__)
+
+LATEST_NAME = "LATEST"
+_SEGMENT = re.compile(r"^\s*(\d+)\s*-\s*(\d*)\s*:\s*(\d+)\s*$")
+
+
+class RefreshSchedule:
+    r"""
+    When to refresh the index, by training step.
+
+    Args:
+        spec (`str` or `int`): `"500"` (or `500`): every 500 steps (steps 500, 1000, ...). Atlas-style ranges
+            `"0-1000:100,1000-:500"`: every 100 steps in `[0, 1000)`, then every 500 steps from 1000 on (an empty
+            end is open). `"0"`, `""` or `"none"`: never. Step 0 never triggers a refresh (the initial index is
+            built before training).
+    """
+
+    def __init__(self, spec: str | int) -> None:
+        self.spec = str(spec).strip()
+        self.segments: list[tuple[int, int | None, int]] = []  # (start, stop or None, every)
+        if self.spec.lower() in ("", "0", "none", "never"):
+            return
+        if self.spec.isdigit():
+            self.segments = [(0, None, int(self.spec))]
+            return
+        for part in self.spec.split(","):
+            match = _SEGMENT.match(part)
+            if match is None or int(match.group(3)) <= 0:
+                raise ValueError(
+                    f"Cannot parse refresh schedule {self.spec!r} at {part!r}; use '500' or "
+                    "'0-1000:100,1000-:500' (start-end:every, with an empty end for 'onwards')."
+                )
+            start, stop = int(match.group(1)), (int(match.group(2)) if match.group(2) else None)
+            if stop is not None and stop <= start:
+                raise ValueError(f"Refresh schedule range {part!r} in {self.spec!r} ends before it starts.")
+            self.segments.append((start, stop, int(match.group(3))))
+        self.segments.sort()
+        for (_, stop, _), (next_start, _, _) in zip(self.segments, self.segments[1:]):
+            if stop is None or stop > next_start:
+                raise ValueError(f"Refresh schedule {self.spec!r} has overlapping ranges.")
+
+    def should_refresh(self, step: int) -> bool:
+        """Whether the index should be refreshed at `step`."""
+        if step <= 0:
+            return False
+        for start, stop, every in self.segments:
+            if start <= step and (stop is None or step < stop):
+                return (step - start) % every == 0
+        return False
+
+    def __repr__(self) -> str:
+        return f"RefreshSchedule({self.spec!r})"
+
+
+# ------------------------------------------------------------------------------------------ the builder side
+def builder_path(builder: Callable[..., RealmIndex] | str) -> str:
+    r"""
+    The import path `"module:qualname"` of a module-level builder function, checked to resolve back to it.
+
+    Raises:
+        `ValueError`: for lambdas, closures, bound methods and functions defined in `__main__` of a spawn-less run.
+    """
+    if isinstance(builder, str):
+        path = builder
+    else:
+        path = f"{getattr(builder, '__module__', '')}:{getattr(builder, '__qualname__', '')}"
+    try:
+        resolved = import_builder(path)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(
+            f"The index builder must be a module-level function importable by path, got {builder!r} ({err}). "
+            "Define it at the top level of a module (not a lambda, closure or method)."
+        ) from err
+    if not isinstance(builder, str) and resolved is not builder:
+        raise ValueError(f"{path} does not resolve to the builder {builder!r}; define it at module level.")
+    return path
+
+
+def import_builder(path: str) -> Callable[..., RealmIndex]:
+    """Import `"package.module:function"`."""
+    module_name, _, qualname = path.partition(":")
+    if not module_name or not qualname or "<" in qualname:
+        raise ValueError(f"{path!r} is not a 'module:function' path")
+    target: Any = importlib.import_module(module_name)
+    for attribute in qualname.split("."):
+        target = getattr(target, attribute)
+    return target
+
+
+def run_build_job(job: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor] | None = None) -> None:
+    r"""
+    Build one index from a document-tower snapshot and publish it; what the background builder runs.
+
+    Calls `builder(state_dict, step=step, **builder_kwargs)`, which returns a [`RealmIndex`], saves it atomically
+    to `<root>/index-<step>` and then atomically rewrites `<root>/LATEST` to point at it.
+
+    Args:
+        job (`Mapping`): JSON-able: `root`, `step`, `builder` (import path), `builder_kwargs`, `snapshot_time`,
+            and `snapshot` (the safetensors file) when `state_dict` is not given.
+        state_dict (`Mapping[str, torch.Tensor]`, *optional*): The snapshot itself (thread mode).
+    """
+    began = time.time()
+    if state_dict is None:
+        state_dict = load_file(job["snapshot"])
+    builder = import_builder(job["builder"])
+    index = builder(state_dict, step=job["step"], **job["builder_kwargs"])
+    if not isinstance(index, RealmIndex):
+        raise TypeError(f"The index builder {job['builder']} returned {type(index).__name__}, not a RealmIndex.")
+    if index.manifest.step is None:
+        index.manifest.step = job["step"]
+    if index.manifest.fingerprint is None:
+        index.manifest.fingerprint = fingerprint_state_dict(state_dict)
+    name = f"index-{job['step']}"
+    index.save_pretrained(os.path.join(job["root"], name))
+    build_seconds = time.time() - began
+    write_json_atomic(
+        os.path.join(job["root"], LATEST_NAME),
+        {
+            "step": job["step"],
+            "directory": name,
+            "snapshot_time": job["snapshot_time"],
+            "build_seconds": build_seconds,
+            "completed_time": time.time(),
+        },
+    )
+    logger.info("Built index for snapshot step %d in %.1fs", job["step"], build_seconds)
+
+
+def _process_main(job_path: str, log_level: int) -> None:
+    """Entry point of the spawned builder process (a module-level function, as spawn requires)."""
+    logging.basicConfig(level=log_level, format="%(asctime)s [index builder] %(levelname)s %(name)s: %(message)s")
+    with open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    if job.get("num_threads"):
+        torch.set_num_threads(int(job["num_threads"]))
+    run_build_job(job)
+
+
+# ------------------------------------------------------------------------------------------ the trainer side
+@dataclasses.dataclass
+class _Build:
+    step: int
+    snapshot_time: float
+    snapshot_path: str | None = None
+    state_dict: dict[str, torch.Tensor] | None = None
+    started: float = 0.0
+    worker: Any = None  # a spawned Process or a Thread
+    error: BaseException | None = None
+
+
+class IndexRefresher:
+    r"""
+    Rebuild the index in the background from snapshots of the document tower and swap it in between steps.
+
+    Args:
+        root (`str` or `os.PathLike`): Directory for snapshots and the `index-<step>` directories.
+        builder (`Callable` or `str`): A module-level function `builder(state_dict, step=..., **builder_kwargs)
+            -> RealmIndex` (or its `"module:function"` path). It rebuilds the document tower from the state dict,
+            embeds the corpus and returns the index (e.g. with [`RealmIndex.build`]).
+        builder_kwargs (`dict`, *optional*): JSON-able keyword arguments for the builder (paths, index type...).
+        mode (`str`, defaults to `"process"`): `"process"` runs each build in a `spawn`ed daemon process (a crash,
+            even a hard one, cannot take the trainer down; the builder cannot start child processes itself),
+            `"thread"` in a thread of the trainer process (shares its memory; no snapshot file).
+        schedule ([`RefreshSchedule`], `str` or `int`, *optional*): Used by [`IndexRefresher.on_step`].
+        on_busy (`str`, defaults to `"pending"`): When a build is running, `"pending"` keeps the newest request and
+            starts it when the running build ends; `"skip"` drops the request.
+        index ([`RealmIndex`], *optional*): The index in use now (its `step` is the baseline for swaps).
+        keep_last (`int`, defaults to 2): `index-<step>` directories kept on disk (the one in use is always kept).
+        load_kwargs (`dict`, *optional*): Passed to [`RealmIndex.from_pretrained`] on swap (e.g. `device`).
+        num_threads (`int`, *optional*): `torch.set_num_threads` in the builder process, to leave the trainer cores.
+
+    Attributes:
+        stats (`list[dict]`): One entry per swap: `snapshot_step`, `swap_step`, `staleness_steps`,
+            `staleness_seconds`, `build_seconds`.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        builder: Callable[..., RealmIndex] | str,
+        builder_kwargs: dict[str, Any] | None = None,
+        *,
+        mode: str = "process",
+        schedule: RefreshSchedule | str | int | None = None,
+        on_busy: str = "pending",
+        index: RealmIndex | None = None,
+        keep_last: int = 2,
+        load_kwargs: dict[str, Any] | None = None,
+        num_threads: int | None = None,
+    ) -> None:
+        if mode not in ("process", "thread"):
+            raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}.")
+        if on_busy not in ("pending", "skip"):
+            raise ValueError(f"on_busy must be 'pending' or 'skip', got {on_busy!r}.")
+        if keep_last < 1:
+            raise ValueError(f"keep_last must be >= 1, got {keep_last}.")
+        self.builder_kwargs = dict(builder_kwargs or {})
+        try:
+            json.dumps(self.builder_kwargs)
+        except TypeError as err:
+            raise ValueError(f"builder_kwargs must be JSON-able (paths, numbers, strings): {err}") from err
+        self.root = os.path.abspath(os.fspath(root))
+        os.makedirs(os.path.join(self.root, "snapshots"), exist_ok=True)
+        self.builder = builder_path(builder)
+        self.mode = mode
+        self.schedule = (
+            schedule if isinstance(schedule, RefreshSchedule) or schedule is None else RefreshSchedule(schedule)
+        )
+        self.on_busy = on_busy
+        self.keep_last = keep_last
+        self.load_kwargs = dict(load_kwargs or {})
+        self.num_threads = num_threads
+        self.index = index
+        self.index_step = index.step if index is not None and index.step is not None else -1
+        self.stats: list[dict[str, float | int]] = []
+        self._running: _Build | None = None
+        self._pending: _Build | None = None
+        self._ready: dict[str, Any] | None = None  # LATEST of the newest finished build not yet swapped in
+
+    # ------------------------------------------------------------------------------------------- requests
+    def request_refresh(self, step: int, doc_tower_state_dict: Mapping[str, torch.Tensor]) -> bool:
+        r"""
+        Snapshot the document tower and start a background build (non-blocking apart from copying the snapshot).
+
+        Args:
+            step (`int`): The training step of the snapshot.
+            doc_tower_state_dict (`Mapping[str, torch.Tensor]`): The document tower's `state_dict()`.
+
+        Returns:
+            `bool`: `True` when a build started or was queued as pending, `False` when skipped.
+        """
+        self._poll()
+        if self._running is not None and self.on_busy == "skip":
+            logger.info(
+                "Index build for step %d still running; skipping the refresh requested at step %d",
+                self._running.step,
+                step,
+            )
+            return False
+        build = self._snapshot(step, doc_tower_state_dict)
+        if self._running is None:
+            self._start(build)
+            return True
+        if self._pending is not None:
+            logger.info("Replacing pending index refresh of step %d by step %d", self._pending.step, step)
+            self._discard(self._pending)
+        else:
+            logger.info(
+                "Index build for step %d still running; refresh of step %d is pending", self._running.step, step
+            )
+        self._pending = build
+        return True
+
+    def on_step(self, step: int, state_dict_fn: Callable[[], Mapping[str, torch.Tensor]]) -> RealmIndex | None:
+        r"""
+        Convenience for a training loop: request a refresh when the schedule says so, then poll for a swap.
+
+        Args:
+            step (`int`): The current training step.
+            state_dict_fn (`Callable`): Returns the document tower's state dict (called only when refreshing).
+
+        Returns:
+            The new [`RealmIndex`] when one was swapped in, else `None`.
+        """
+        if self.schedule is None:
+            raise ValueError("on_step needs a schedule: IndexRefresher(..., schedule='500').")
+        if self.schedule.should_refresh(step):
+            self.request_refresh(step, state_dict_fn())
+        return self.maybe_swap(step)
+
+    def _snapshot(self, step: int, state_dict: Mapping[str, torch.Tensor]) -> _Build:
+        # clone: the trainer keeps updating its parameters, and safetensors refuses tensors that share memory
+        tensors = {
+            name: t.detach().to("cpu", copy=True).contiguous()
+            for name, t in state_dict.items()
+            if isinstance(t, torch.Tensor)
+        }
+        build = _Build(step=step, snapshot_time=time.time())
+        if self.mode == "thread":
+            build.state_dict = tensors
+        else:
+            build.snapshot_path = os.path.join(self.root, "snapshots", f"snapshot-{step}.safetensors")
+            save_file(tensors, build.snapshot_path)
+        return build
+
+    def _start(self, build: _Build) -> None:
+        job = {
+            "root": self.root,
+            "step": build.step,
+            "builder": self.builder,
+            "builder_kwargs": self.builder_kwargs,
+            "snapshot": build.snapshot_path,
+            "snapshot_time": build.snapshot_time,
+            "num_threads": self.num_threads,
+        }
+        build.started = time.time()
+        if self.mode == "thread":
+
+            def target() -> None:
+                try:
+                    run_build_job(job, state_dict=build.state_dict)
+                except BaseException as err:  # reported by _poll, never raised into the trainer
+                    build.error = err
+                    logger.debug("Index builder traceback:\n%s", traceback.format_exc())
+
+            build.worker = threading.Thread(target=target, name=f"index-builder-{build.step}", daemon=True)
+        else:
+            job_path = os.path.join(self.root, "snapshots", f"job-{build.step}.json")
+            write_json_atomic(job_path, job)
+            context = torch.multiprocessing.get_context("spawn")
+            build.worker = context.Process(
+                target=_process_main,
+                args=(job_path, logging.getLogger().getEffectiveLevel()),
+                daemon=True,
+                name=f"index-builder-{build.step}",
+            )
+        build.worker.start()
+        self._running = build
+        logger.info("Started index build (%s) for snapshot step %d", self.mode, build.step)
+
+    def _discard(self, build: _Build) -> None:
+        for path in (build.snapshot_path, os.path.join(self.root, "snapshots", f"job-{build.step}.json")):
+            if path and os.path.exists(path):
+                os.remove(path)
+
+    # ------------------------------------------------------------------------------------------- polling
+    def _poll(self) -> None:
+        """Collect a finished build (success or crash) and start the pending one."""
+        build = self._running
+        if build is None or build.worker.is_alive():
+            return
+        build.worker.join()
+        self._running = None
+        exitcode = getattr(build.worker, "exitcode", 0)
+        failure = build.error if build.error is not None else (f"exit code {exitcode}" if exitcode else None)
+        latest = self._read_latest() if failure is None else None
+        if failure is None and (latest is None or latest.get("step") != build.step):
+            failure = f"it finished without publishing {LATEST_NAME} for step {build.step}"
+        if failure is not None:
+            logger.warning(
+                "Index builder for snapshot step %d failed (%s); keeping the index from step %s. The next refresh "
+                "request starts a new builder.",
+                build.step,
+                failure,
+                self.index_step,
+            )
+        else:
+            if self._ready is not None:
+                logger.info(
+                    "Index of step %d superseded by step %d before it was swapped in",
+                    self._ready["step"],
+                    latest["step"],
+                )
+            self._ready = latest
+        self._discard(build)
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._start(pending)
+
+    def _read_latest(self) -> dict[str, Any] | None:
+        path = os.path.join(self.root, LATEST_NAME)
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a build is running or pending."""
+        self._poll()
+        return self._running is not None or self._pending is not None
+
+    def maybe_swap(self, step: int) -> RealmIndex | None:
+        r"""
+        Non-blocking poll between training steps: the newest finished index if one completed since the last swap.
+
+        Logs the staleness of the swapped index (steps and seconds between its snapshot and now) and the build time,
+        and appends them to `stats`.
+
+        Args:
+            step (`int`): The current training step.
+
+        Returns:
+            The new [`RealmIndex`] (also kept as `self.index`), or `None` when there is nothing new.
+        """
+        self._poll()
+        ready, self._ready = self._ready, None
+        if ready is None or ready["step"] <= self.index_step:
+            return None
+        directory = os.path.join(self.root, ready["directory"])
+        try:
+            index = RealmIndex.from_pretrained(directory, **self.load_kwargs)
+        except (OSError, ValueError) as err:
+            logger.warning(
+                "Could not load the new index at %s (%s); keeping the index from step %s",
+                directory,
+                err,
+                self.index_step,
+            )
+            return None
+        record = {
+            "snapshot_step": int(ready["step"]),
+            "swap_step": int(step),
+            "staleness_steps": int(step) - int(ready["step"]),
+            "staleness_seconds": time.time() - float(ready["snapshot_time"]),
+            "build_seconds": float(ready["build_seconds"]),
+        }
+        self.stats.append(record)
+        logger.info(
+            "Swapped in the index of step %d at step %d: %d steps and %.1fs stale (build took %.1fs)",
+            record["snapshot_step"],
+            record["swap_step"],
+            record["staleness_steps"],
+            record["staleness_seconds"],
+            record["build_seconds"],
+        )
+        self.index, self.index_step = index, record["snapshot_step"]
+        self._cleanup()
+        return index
+
+    def wait(self, timeout: float | None = None) -> bool:
+        r"""
+        Block until the running and pending builds are done (e.g. at the end of training).
+
+        Returns:
+            `bool`: `True` when idle, `False` when `timeout` seconds passed first.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._poll()
+            if self._running is None:
+                return True
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            self._running.worker.join(timeout=0.1 if remaining is None else min(remaining, 0.1))
+
+    def close(self, wait: bool = False) -> None:
+        """Stop: wait for the builds (`wait=True`) or terminate a running builder process and drop the pending one."""
+        if wait:
+            self.wait()
+            return
+        if self._pending is not None:
+            self._discard(self._pending)
+            self._pending = None
+        build = self._running
+        if build is not None and self.mode == "process" and build.worker.is_alive():
+            build.worker.terminate()
+            build.worker.join()
+            logger.info("Terminated the index build of step %d", build.step)
+            self._discard(build)
+            self._running = None
+
+    def _cleanup(self) -> None:
+        """Delete old `index-<step>` directories beyond `keep_last` (never the one in use)."""
+        steps = sorted(
+            int(name.split("-", 1)[1])
+            for name in os.listdir(self.root)
+            if name.startswith("index-") and name.split("-", 1)[1].isdigit()
+        )
+        for old in steps[: -self.keep_last]:
+            if old != self.index_step:
+                shutil.rmtree(os.path.join(self.root, f"index-{old}"), ignore_errors=True)
