@@ -1,0 +1,417 @@
+"""Side-by-side speed of the realm_hf models, the old transformers-REALM classes and a bare `BertModel`.
+
+Command (full run, about 20 minutes on 2 CPU cores; writes benchmarks/results/models.{json,md,log}):
+
+    HF_HUB_OFFLINE=1 nohup .venv/bin/python benchmarks/bench_models.py > benchmarks/results/models.log 2>&1 &
+
+Smoke run (a few minutes; writes benchmarks/results/models-quick.{json,md}):
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py --quick
+
+What is timed (MiniLM-size BERTs: 6 layers, hidden 384, 12 heads, intermediate 1536, vocab 30522, gelu, random
+weights, fp32, `torch.set_num_threads(2)`):
+
+- ``train_L{L}``: one pre-training step, forward + backward, B=2 masked sentences (query length 32, 5 masked
+  positions each), K=8 candidate blocks of length L, joined sequences `[CLS] x [SEP] z [SEP]` of length L.
+  realm_hf: `RealmRetriever` scores -> `RealmKnowledgeEncoder(relevance_scores, labels)` -> `loss.backward()`.
+  old: `RealmScorer` -> `RealmKnowledgeAugEncoder(relevance_score, labels, mlm_mask)` -> `loss.backward()`.
+  bare BERT: two `BertModel`s (encoder, retriever tower) forward + backward of `sum(last_hidden_state)` over the
+  same tokens: B*K joined sequences of length L, B*K blocks of length L and B queries of length 32, i.e.
+  `2*B*K*L + 32*B` tokens. tokens/s of all three use this count.
+- ``openqa_B32``: inference (`torch.no_grad`) for 32 questions x top-5 blocks, reader length 288, query length 32,
+  candidate embeddings [32, 5, 128] as if from the index. realm_hf: one `RealmForOpenQA` call on the batch. old:
+  the old `RealmForOpenQA` accepts one question at a time, so its per-question work (its `embedder` on the
+  question, the 5 relevance scores, its `reader` on the 5 joined sequences) is looped 32 times; its in-memory
+  search and tokenization are left out (which favours the old class). bare BERT: one `BertModel` forward over the
+  160 reader sequences plus one over the 32 questions. Tokens: `32*5*288 + 32*32`.
+
+The old classes live in another virtualenv (transformers 4.57.6), so every measurement runs in a fresh worker
+process: `--worker old` under /work/oldrealm-venv/bin/python, `--worker new` (realm_hf + bare BERT, interleaved)
+under this interpreter. Invocations alternate old, new, old, new, ... `--rounds` times; each does warm-up steps and
+then timed repeats; medians are taken over all repeats of all rounds. Inputs come from fixed-seed `torch.Generator`s
+(same torch version in both venvs); every worker reports a fingerprint of its inputs and the driver checks they agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger("bench_models")
+
+OLD_PYTHON = "/work/oldrealm-venv/bin/python"
+RESULTS = Path(__file__).resolve().parent / "results"
+BERT = dict(
+    vocab_size=30522,
+    hidden_size=384,
+    num_hidden_layers=6,
+    num_attention_heads=12,
+    intermediate_size=1536,
+    hidden_act="gelu",  # MiniLM's; the old RealmConfig defaults to gelu_new, so both are set explicitly
+    max_position_embeddings=512,
+)
+B, K, QUERY_LEN, NUM_MASKED, TITLE_LEN = 2, 8, 32, 5, 12
+QA_BATCH, QA_TOP_K, QA_LEN, PROJ = 32, 5, 288, 128
+CLS, SEP, MASK = 101, 102, 103
+
+# Each worker runs L=128, then L=288, then Open-QA in one process, so the earlier cases already warm up the
+# process (thread pool, oneDNN, allocator); an Open-QA call lasts 30-60 s, so it gets no extra warm-up step.
+FULL = dict(rounds=3, lengths=[128, 288], warmup={"128": 1, "288": 1}, repeats={"128": 2, "288": 1},
+            qa_warmup=0, qa_repeats=1)
+QUICK = dict(rounds=1, lengths=[128, 288], warmup={"128": 1, "288": 0}, repeats={"128": 1, "288": 1},
+             qa_warmup=0, qa_repeats=1)
+
+
+# ----------------------------------------------------------------------------------------------------- inputs
+def _random_ids(generator: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randint(1000, 30000, shape, generator=generator)
+
+
+def make_query(generator: torch.Generator, batch: int) -> torch.Tensor:
+    query = _random_ids(generator, batch, QUERY_LEN)  # [B, 32]
+    query[:, 0], query[:, -1] = CLS, SEP
+    return query
+
+
+def pretrain_inputs(seq_len: int) -> dict[str, torch.Tensor]:
+    """Masked sentences, candidate blocks and joined sequences; no padding (all masks are ones)."""
+    g = torch.Generator().manual_seed(seq_len)
+    query = make_query(g, B)  # [B, 32]
+    labels = torch.full((B, seq_len), -100)  # [B, L]: the sentence comes first in every joined sequence
+    for b in range(B):
+        positions = 1 + torch.randperm(QUERY_LEN - 2, generator=g)[:NUM_MASKED]
+        labels[b, positions] = query[b, positions]
+        query[b, positions] = MASK
+    blocks = _random_ids(g, B, K, seq_len)  # [B, K, L]: [CLS] title [SEP] body [SEP]
+    blocks[..., 0], blocks[..., TITLE_LEN - 1], blocks[..., -1] = CLS, SEP, SEP
+    block_types = torch.zeros_like(blocks)
+    block_types[..., TITLE_LEN:] = 1
+    body = blocks[..., TITLE_LEN : TITLE_LEN + seq_len - QUERY_LEN]
+    joined = torch.cat([query.unsqueeze(1).expand(-1, K, -1), body], dim=-1)  # [B, K, L]
+    joined[..., -1] = SEP
+    joined_types = torch.zeros_like(joined)
+    joined_types[..., QUERY_LEN:] = 1
+    return dict(query=query, query_types=torch.zeros_like(query), blocks=blocks, block_types=block_types,
+                joined=joined, joined_types=joined_types, labels=labels)
+
+
+def openqa_inputs() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    query = make_query(g, QA_BATCH)  # [Q, 32]
+    reader = _random_ids(g, QA_BATCH, QA_TOP_K, QA_LEN)  # [Q, 5, 288]: [CLS] question [SEP] block [SEP]
+    reader[..., :QUERY_LEN] = query.unsqueeze(1)
+    reader[..., -1] = SEP
+    reader_types = torch.zeros_like(reader)
+    reader_types[..., QUERY_LEN:] = 1
+    block_mask = reader_types.bool().clone()
+    block_mask[..., -1] = False  # the final [SEP] (what the old class derives from special_tokens_mask)
+    candidate_embeds = torch.randn(QA_BATCH, QA_TOP_K, PROJ, generator=g)  # [Q, 5, 128] "from the index"
+    return dict(query=query, query_types=torch.zeros_like(query), reader=reader, reader_types=reader_types,
+                block_mask=block_mask, candidate_embeds=candidate_embeds)
+
+
+def fingerprint(inputs: dict[str, torch.Tensor]) -> float:
+    return float(sum((t.double().flatten() * torch.arange(t.numel(), dtype=torch.float64).remainder(97)).sum()
+                     for _, t in sorted(inputs.items())))
+
+
+def ones(t: torch.Tensor) -> torch.Tensor:
+    return torch.ones_like(t)
+
+
+def pretrain_tokens(seq_len: int) -> int:
+    return 2 * B * K * seq_len + B * QUERY_LEN
+
+
+OPENQA_TOKENS = QA_BATCH * QA_TOP_K * QA_LEN + QA_BATCH * QUERY_LEN
+
+
+# ----------------------------------------------------------------------------------------------------- workers
+def new_variants(seq_len: int | None) -> tuple:
+    """realm_hf and bare-BERT closures for one case (seq_len None = Open-QA)."""
+    from transformers import BertConfig, BertModel
+
+    from realm_hf import (RealmForOpenQA, RealmForOpenQAConfig, RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig,
+                          RealmRetriever, RealmRetrieverConfig)
+
+    torch.manual_seed(0)
+    # pooling="pooler": the old embedder's pooler -> dense -> LayerNorm, so the two retrievers are the same network
+    retriever_kwargs = dict(bert_config=BERT, pooling="pooler", query_max_length=QUERY_LEN)
+    if seq_len is None:
+        x = openqa_inputs()
+        qa = RealmForOpenQA(RealmForOpenQAConfig(retriever_config=retriever_kwargs,
+                                                 reader_config=dict(bert_config=BERT, max_length=QA_LEN),
+                                                 top_k=QA_TOP_K)).eval()
+        bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).eval()
+        reader_flat, reader_types_flat = x["reader"].view(-1, QA_LEN), x["reader_types"].view(-1, QA_LEN)
+
+        def realm_hf():
+            with torch.no_grad():
+                qa(query_input_ids=x["query"], query_attention_mask=ones(x["query"]),
+                   query_token_type_ids=x["query_types"], reader_input_ids=x["reader"],
+                   reader_attention_mask=ones(x["reader"]), reader_token_type_ids=x["reader_types"],
+                   candidate_embeds=x["candidate_embeds"])
+
+        def bare_bert():
+            with torch.no_grad():
+                bert(input_ids=x["query"], attention_mask=ones(x["query"]), token_type_ids=x["query_types"])
+                bert(input_ids=reader_flat, attention_mask=ones(reader_flat), token_type_ids=reader_types_flat)
+
+        return x, {"realm_hf": realm_hf, "bare_bert": bare_bert}, ()
+
+    x = pretrain_inputs(seq_len)
+    retriever = RealmRetriever(RealmRetrieverConfig(**retriever_kwargs, block_max_length=seq_len)).train()
+    encoder = RealmKnowledgeEncoder(RealmKnowledgeEncoderConfig(bert_config=BERT, num_candidates=K,
+                                                                max_length=seq_len, mask_token_id=MASK)).train()
+    enc_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train()
+    ret_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train()
+    flat = {name: x[name].view(-1, seq_len) for name in ("blocks", "block_types", "joined", "joined_types")}
+
+    def realm_hf():
+        scores = retriever(query_input_ids=x["query"], query_attention_mask=ones(x["query"]),
+                           query_token_type_ids=x["query_types"], candidate_input_ids=x["blocks"],
+                           candidate_attention_mask=ones(x["blocks"]),
+                           candidate_token_type_ids=x["block_types"]).relevance_scores  # [B, K]
+        encoder(input_ids=x["joined"], attention_mask=ones(x["joined"]), token_type_ids=x["joined_types"],
+                relevance_scores=scores, labels=x["labels"]).loss.backward()
+
+    def bare_bert():
+        loss = enc_bert(input_ids=flat["joined"], attention_mask=ones(flat["joined"]),
+                        token_type_ids=flat["joined_types"]).last_hidden_state.sum()
+        loss = loss + ret_bert(input_ids=flat["blocks"], attention_mask=ones(flat["blocks"]),
+                               token_type_ids=flat["block_types"]).last_hidden_state.sum()
+        loss = loss + ret_bert(input_ids=x["query"], attention_mask=ones(x["query"]),
+                               token_type_ids=x["query_types"]).last_hidden_state.sum()
+        loss.backward()
+
+    models = (retriever, encoder, enc_bert, ret_bert)
+    return x, {"realm_hf": realm_hf, "bare_bert": bare_bert}, models
+
+
+def old_variants(seq_len: int | None) -> tuple:
+    from transformers.models.deprecated.realm.configuration_realm import RealmConfig
+    from transformers.models.deprecated.realm.modeling_realm import (RealmForOpenQA, RealmKnowledgeAugEncoder,
+                                                                     RealmScorer)
+
+    torch.manual_seed(0)
+    if seq_len is None:
+        x = openqa_inputs()
+        config = RealmConfig(**BERT, retriever_proj_size=PROJ, reader_beam_size=QA_TOP_K, reader_seq_len=QA_LEN,
+                             num_block_records=1)
+        qa = RealmForOpenQA(config).eval()
+
+        def old():
+            with torch.no_grad():
+                for i in range(QA_BATCH):  # the old class takes one question per call
+                    question = x["query"][i : i + 1]  # [1, 32]
+                    projection = qa.embedder(input_ids=question, attention_mask=ones(question),
+                                             token_type_ids=x["query_types"][i : i + 1]).projected_score  # [1, 128]
+                    relevance = torch.einsum("D,BD->B", projection.squeeze(), x["candidate_embeds"][i])  # [5]
+                    qa.reader(input_ids=x["reader"][i], attention_mask=ones(x["reader"][i]),
+                              token_type_ids=x["reader_types"][i], relevance_score=relevance,
+                              block_mask=x["block_mask"][i], return_dict=True)
+
+        return x, {"old": old}, ()
+
+    x = pretrain_inputs(seq_len)
+    config = RealmConfig(**BERT, retriever_proj_size=PROJ, num_candidates=K)
+    scorer, encoder = RealmScorer(config).train(), RealmKnowledgeAugEncoder(config).train()
+    mlm_mask = (x["labels"] != -100).long()
+
+    def old():
+        scores = scorer(input_ids=x["query"], attention_mask=ones(x["query"]), token_type_ids=x["query_types"],
+                        candidate_input_ids=x["blocks"], candidate_attention_mask=ones(x["blocks"]),
+                        candidate_token_type_ids=x["block_types"]).relevance_score  # [B, K]
+        encoder(input_ids=x["joined"], attention_mask=ones(x["joined"]), token_type_ids=x["joined_types"],
+                relevance_score=scores, labels=x["labels"], mlm_mask=mlm_mask).loss.backward()
+
+    return x, {"old": old}, (scorer, encoder)
+
+
+def time_case(build, seq_len: int | None, warmup: int, repeats: int) -> dict:
+    """Build the variants of one case, then run warmup + repeats of each, interleaved; returns seconds per step."""
+    x, variants, models = build(seq_len)  # models: those whose gradients are reset between steps
+    timings = {name: [] for name in variants}
+    cpu_timings = {name: [] for name in variants}  # process CPU time (all threads): less hurt by other load
+    for rep in range(warmup + repeats):
+        for name, fn in variants.items():
+            for model in models:
+                model.zero_grad(set_to_none=True)
+            start, cpu_start = time.perf_counter(), time.process_time()
+            fn()
+            seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+            logger.info("%s %s %s: %.2f s", "openqa" if seq_len is None else f"L={seq_len}", name,
+                        "warmup" if rep < warmup else f"repeat {rep - warmup + 1}/{repeats}", seconds)
+            if rep >= warmup:
+                timings[name].append(seconds)
+                cpu_timings[name].append(cpu_seconds)
+    return {"fingerprint": fingerprint(x), "seconds": timings, "cpu_seconds": cpu_timings,
+            "loadavg_1min": os.getloadavg()[0]}
+
+
+def run_worker(kind: str, settings: dict) -> dict:
+    import transformers
+
+    torch.set_num_threads(2)
+    build = new_variants if kind == "new" else old_variants
+    out = {"worker": kind, "torch": torch.__version__, "transformers": transformers.__version__,
+           "python": platform.python_version(), "num_threads": torch.get_num_threads(),
+           "loadavg_start": os.getloadavg(), "cases": {}}
+    for seq_len in settings["lengths"]:
+        out["cases"][f"train_L{seq_len}"] = time_case(build, seq_len, settings["warmup"][str(seq_len)],
+                                                      settings["repeats"][str(seq_len)])
+    out["cases"]["openqa_B32"] = time_case(build, None, settings["qa_warmup"], settings["qa_repeats"])
+    out["loadavg_end"] = os.getloadavg()
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------- driver
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def launch(kind: str, settings: dict) -> dict:
+    python = OLD_PYTHON if kind == "old" else sys.executable
+    command = [python, __file__, "--worker", kind, "--settings", json.dumps(settings)]
+    start = time.perf_counter()
+    # stderr (the worker's log) goes straight to ours; stdout carries the JSON result
+    proc = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    logger.info("worker %s finished in %.0f s", kind, time.perf_counter() - start)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def summarize(runs: list[dict], settings: dict) -> dict:
+    """Medians over all repeats of all rounds, throughput and ratios per case."""
+    tokens = {f"train_L{n}": pretrain_tokens(n) for n in settings["lengths"]} | {"openqa_B32": OPENQA_TOKENS}
+    summary = {}
+    for case, num_tokens in tokens.items():
+        raw, raw_cpu = {}, {}
+        for run in runs:
+            for name, seconds in run["cases"][case]["seconds"].items():
+                raw.setdefault(name, []).extend(seconds)
+                raw_cpu.setdefault(name, []).extend(run["cases"][case]["cpu_seconds"][name])
+        medians = {name: statistics.median(values) for name, values in raw.items()}
+        fingerprints = {run["cases"][case]["fingerprint"] for run in runs}
+        if len(fingerprints) != 1:
+            raise RuntimeError(f"{case}: the workers saw different inputs (fingerprints {fingerprints}).")
+        summary[case] = {
+            "tokens": num_tokens,
+            "raw_seconds": raw,
+            "median_seconds": medians,
+            "min_seconds": {name: min(values) for name, values in raw.items()},
+            "median_cpu_seconds": {name: statistics.median(values) for name, values in raw_cpu.items()},
+            "tokens_per_second": {name: num_tokens / s for name, s in medians.items()},
+            "realm_hf_over_bare": medians["realm_hf"] / medians["bare_bert"],
+            "speedup_vs_old": medians["old"] / medians["realm_hf"],
+        }
+        if case == "openqa_B32":
+            summary[case]["questions_per_second"] = {name: QA_BATCH / s for name, s in medians.items()}
+    return summary
+
+
+def markdown(result: dict, command: str) -> str:
+    rows = []
+    for case, s in result["summary"].items():
+        label = f"Open-QA forward, {QA_BATCH} questions x top-{QA_TOP_K}, L={QA_LEN}" if case == "openqa_B32" else \
+            f"Training step fwd+bwd, B={B} K={K}, L={case.split('_L')[1]}"
+
+        def cell(name: str) -> str:
+            seconds = s["median_seconds"][name]
+            rate = (f"{s['questions_per_second'][name]:.2f} q/s" if case == "openqa_B32"
+                    else f"{s['tokens_per_second'][name]:,.0f} tok/s")
+            return f"{seconds:.2f} s ({rate})"
+
+        rows.append(f"| {label} | {s['tokens']:,} | {cell('bare_bert')} | {cell('realm_hf')} | {cell('old')} | "
+                    f"{s['realm_hf_over_bare']:.2f}x | {s['speedup_vs_old']:.2f}x |")
+    m, load = result["machine"], result["loadavg_1min_per_worker"]
+    return "\n".join([
+        "# realm_hf vs transformers-REALM vs bare BERT: model speed",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {m['cpu_model']}, {m['cpu_count']} cores, torch {m['torch']} with {m['num_threads']} threads; "
+        f"realm_hf on transformers {m['transformers_new']}, old REALM classes on transformers {m['transformers_old']}.",
+        f"Model: MiniLM-size BERT ({BERT['num_hidden_layers']} layers, hidden {BERT['hidden_size']}, "
+        f"{BERT['num_attention_heads']} heads, intermediate {BERT['intermediate_size']}, vocab {BERT['vocab_size']}), "
+        "random weights, fp32. Medians over all timed repeats; "
+        f"{result['settings']['rounds']} alternating rounds of old / new worker processes.",
+        f"1-minute load average when each worker started: {min(load):.1f} to {max(load):.1f} on {m['cpu_count']} "
+        "cores (above the core count, other processes competed for the CPU and times are inflated).",
+        "",
+        "| Case | tokens | bare BERT | realm_hf | old transformers-REALM | realm_hf / bare (time) | speed-up vs old |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        f"Tokens: training = 2·B·K·L (joined sequences + candidate blocks) + B·{QUERY_LEN} (queries); Open-QA = "
+        f"{QA_BATCH}·{QA_TOP_K}·{QA_LEN} reader tokens + {QA_BATCH}·{QUERY_LEN} question tokens. The old Open-QA "
+        f"column loops its embedder + reader over the {QA_BATCH} questions (it accepts batch size 1) and leaves out "
+        "its in-memory search. Raw timings are in the JSON file next to this one.",
+        "",
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one round, one repeat per case (smoke run)")
+    parser.add_argument("--rounds", type=int, help="alternating old/new worker invocations (default 3)")
+    parser.add_argument("--worker", choices=["old", "new"], help=argparse.SUPPRESS)
+    parser.add_argument("--settings", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s", stream=sys.stderr)
+
+    if args.worker:
+        print(json.dumps(run_worker(args.worker, json.loads(args.settings))), flush=True)
+        return
+
+    settings = dict(QUICK if args.quick else FULL)
+    if args.rounds:
+        settings["rounds"] = args.rounds
+    command = "HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py " + " ".join(sys.argv[1:])
+    logger.info("settings: %s", settings)
+    runs = {"old": [], "new": []}
+    start = time.perf_counter()
+    for round_index in range(settings["rounds"]):
+        for kind in ("old", "new"):
+            logger.info("round %d/%d: worker %s", round_index + 1, settings["rounds"], kind)
+            runs[kind].append(launch(kind, settings))
+    import transformers
+
+    result = {
+        "command": command.strip(),
+        "machine": {
+            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "torch": torch.__version__, "num_threads": runs["new"][0]["num_threads"],
+            "transformers_new": transformers.__version__, "transformers_old": runs["old"][0]["transformers"],
+            "python": platform.python_version(),
+        },
+        "settings": settings | {"bert": BERT, "B": B, "K": K, "query_len": QUERY_LEN, "num_masked": NUM_MASKED,
+                                "qa_batch": QA_BATCH, "qa_top_k": QA_TOP_K, "qa_len": QA_LEN, "dtype": "float32"},
+        "wall_seconds": time.perf_counter() - start,
+        "loadavg_1min_per_worker": [run["loadavg_start"][0] for run in runs["old"] + runs["new"]],
+        "summary": summarize(runs["old"] + runs["new"], settings),
+        "runs": runs,
+    }
+    stem = "models-quick" if args.quick else "models"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / f"{stem}.md").write_text(markdown(result, result["command"]))
+    logger.info("wrote %s and %s in %.0f s", RESULTS / f"{stem}.json", RESULTS / f"{stem}.md", result["wall_seconds"])
+    print((RESULTS / f"{stem}.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
