@@ -7,7 +7,8 @@ Writes benchmarks/results/index.json, index.md and index_recall_qps.png. Parts:
     forward over the same length-sorted batches (the floor);
 (b) for Flat / HNSW32 / IVF-PQ / SQfp16: build time, bytes per block (serialized faiss index), queries/s and
     recall@5 / @100 vs exact search, with real NQ-dev question embeddings over the real block embeddings, and on
-    `--synthetic-size` clustered vectors (the scale where approximate search matters);
+    `--synthetic-size` clustered 128-d vectors (REALM's embedding size; the scale where approximate search
+    matters);
 (c) exact search: faiss Flat and torch exact (batched) vs the old transformers-REALM way, one fp32
     `einsum` + `topk` over the whole block matrix per question.
 (d) refresh overhead and staleness are measured by the pre-training run itself (see README).
@@ -149,10 +150,11 @@ def main() -> None:
     if args.synthetic_size:
         import datasets
 
-        dim = queries.shape[1]
+        dim = 128  # REALM's projection size
         synthetic = clustered_vectors(args.synthetic_size, dim, clusters=1000, seed=0)
-        synthetic_queries = torch.from_numpy(clustered_vectors(args.num_questions, dim, clusters=1000, seed=0)[:, :] +
-                                             0.1 * np.random.default_rng(1).standard_normal((args.num_questions, dim)).astype(np.float32))
+        # queries from the same clusters (same centers: seed 0), with their own noise
+        synthetic_queries = torch.from_numpy(clustered_vectors(args.num_questions, dim, clusters=1000, seed=0)
+                                             + 0.1 * np.random.default_rng(1).standard_normal((args.num_questions, dim)).astype(np.float32))
         fake_blocks = datasets.Dataset.from_dict({"block_id": np.arange(args.synthetic_size, dtype=np.int64)})
         rows += compare_types(fake_blocks, synthetic, synthetic_queries, f"{args.synthetic_size:,} synthetic", nlist=4096)
     results["index_types"] = rows

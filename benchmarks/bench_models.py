@@ -4,7 +4,7 @@ Command (full run, about 20 minutes on 2 CPU cores; writes benchmarks/results/mo
 
     HF_HUB_OFFLINE=1 nohup .venv/bin/python benchmarks/bench_models.py > benchmarks/results/models.log 2>&1 &
 
-Smoke run (a few minutes; writes benchmarks/results/models-quick.{json,md}):
+Smoke run (about 5 minutes; writes benchmarks/results/models-quick.{json,md}):
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py --quick
 
@@ -26,10 +26,12 @@ weights, fp32, `torch.set_num_threads(2)`):
   160 reader sequences plus one over the 32 questions. Tokens: `32*5*288 + 32*32`.
 
 The old classes live in another virtualenv (transformers 4.57.6), so every measurement runs in a fresh worker
-process: `--worker old` under /work/oldrealm-venv/bin/python, `--worker new` (realm_hf + bare BERT, interleaved)
-under this interpreter. Invocations alternate old, new, old, new, ... `--rounds` times; each does warm-up steps and
-then timed repeats; medians are taken over all repeats of all rounds. Inputs come from fixed-seed `torch.Generator`s
-(same torch version in both venvs); every worker reports a fingerprint of its inputs and the driver checks they agree.
+process: `--worker old` under /work/oldrealm-venv/bin/python, `--worker new` (realm_hf and bare BERT, step by step
+interleaved) under this interpreter. One worker invocation times one case (warm-up steps, then timed repeats);
+for each case the invocations alternate old, new, and `--rounds` rounds repeat that, so load from other processes
+on a shared machine falls on both sides alike. Medians (and minimums) are over all repeats of all rounds. Inputs
+come from fixed-seed `torch.Generator`s (same torch version in both venvs); every worker reports a fingerprint of its
+inputs and the driver checks they agree.
 """
 
 from __future__ import annotations
@@ -64,12 +66,12 @@ B, K, QUERY_LEN, NUM_MASKED, TITLE_LEN = 2, 8, 32, 5, 12
 QA_BATCH, QA_TOP_K, QA_LEN, PROJ = 32, 5, 288, 128
 CLS, SEP, MASK = 101, 102, 103
 
-# Each worker runs L=128, then L=288, then Open-QA in one process, so the earlier cases already warm up the
-# process (thread pool, oneDNN, allocator); an Open-QA call lasts 30-60 s, so it gets no extra warm-up step.
-FULL = dict(rounds=3, lengths=[128, 288], warmup={"128": 1, "288": 1}, repeats={"128": 2, "288": 1},
-            qa_warmup=0, qa_repeats=1)
-QUICK = dict(rounds=1, lengths=[128, 288], warmup={"128": 1, "288": 0}, repeats={"128": 1, "288": 1},
-             qa_warmup=0, qa_repeats=1)
+CASES = {"train_L128": 128, "train_L288": 288, "openqa_B32": None}  # case -> joined length (None: Open-QA)
+# Per case: warm-up steps and timed repeats in each worker invocation; `rounds` alternating old/new invocations.
+FULL = dict(rounds=3, warmup={"train_L128": 1, "train_L288": 1, "openqa_B32": 1},
+            repeats={"train_L128": 2, "train_L288": 1, "openqa_B32": 1})
+QUICK = dict(rounds=1, warmup={"train_L128": 1, "train_L288": 0, "openqa_B32": 0},
+             repeats={"train_L128": 1, "train_L288": 1, "openqa_B32": 1})
 
 
 # ----------------------------------------------------------------------------------------------------- inputs
@@ -255,23 +257,18 @@ def time_case(build, seq_len: int | None, warmup: int, repeats: int) -> dict:
             if rep >= warmup:
                 timings[name].append(seconds)
                 cpu_timings[name].append(cpu_seconds)
-    return {"fingerprint": fingerprint(x), "seconds": timings, "cpu_seconds": cpu_timings,
-            "loadavg_1min": os.getloadavg()[0]}
+    return {"fingerprint": fingerprint(x), "seconds": timings, "cpu_seconds": cpu_timings}
 
 
-def run_worker(kind: str, settings: dict) -> dict:
+def run_worker(kind: str, case: str, warmup: int, repeats: int) -> dict:
     import transformers
 
     torch.set_num_threads(2)
-    build = new_variants if kind == "new" else old_variants
-    out = {"worker": kind, "torch": torch.__version__, "transformers": transformers.__version__,
+    out = {"worker": kind, "case": case, "torch": torch.__version__, "transformers": transformers.__version__,
            "python": platform.python_version(), "num_threads": torch.get_num_threads(),
-           "loadavg_start": os.getloadavg(), "cases": {}}
-    for seq_len in settings["lengths"]:
-        out["cases"][f"train_L{seq_len}"] = time_case(build, seq_len, settings["warmup"][str(seq_len)],
-                                                      settings["repeats"][str(seq_len)])
-    out["cases"]["openqa_B32"] = time_case(build, None, settings["qa_warmup"], settings["qa_repeats"])
-    out["loadavg_end"] = os.getloadavg()
+           "loadavg_start": os.getloadavg()}
+    build = new_variants if kind == "new" else old_variants
+    out |= time_case(build, CASES[case], warmup, repeats)
     return out
 
 
@@ -283,78 +280,86 @@ def cpu_model() -> str:
     return platform.processor()
 
 
-def launch(kind: str, settings: dict) -> dict:
+def launch(kind: str, case: str, settings: dict) -> dict:
     python = OLD_PYTHON if kind == "old" else sys.executable
-    command = [python, __file__, "--worker", kind, "--settings", json.dumps(settings)]
+    command = [python, __file__, "--worker", kind, "--case", case,
+               "--warmup", str(settings["warmup"][case]), "--repeats", str(settings["repeats"][case])]
     start = time.perf_counter()
     # stderr (the worker's log) goes straight to ours; stdout carries the JSON result
     proc = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    logger.info("worker %s finished in %.0f s", kind, time.perf_counter() - start)
+    logger.info("worker %s %s finished in %.0f s", kind, case, time.perf_counter() - start)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def summarize(runs: list[dict], settings: dict) -> dict:
-    """Medians over all repeats of all rounds, throughput and ratios per case."""
-    tokens = {f"train_L{n}": pretrain_tokens(n) for n in settings["lengths"]} | {"openqa_B32": OPENQA_TOKENS}
+def summarize(runs: list[dict]) -> dict:
+    """Per case: all raw timings, medians (and minimums, the least disturbed by other load), throughput, ratios."""
+    tokens = {"train_L128": pretrain_tokens(128), "train_L288": pretrain_tokens(288), "openqa_B32": OPENQA_TOKENS}
     summary = {}
-    for case, num_tokens in tokens.items():
-        raw, raw_cpu = {}, {}
-        for run in runs:
-            for name, seconds in run["cases"][case]["seconds"].items():
-                raw.setdefault(name, []).extend(seconds)
-                raw_cpu.setdefault(name, []).extend(run["cases"][case]["cpu_seconds"][name])
-        medians = {name: statistics.median(values) for name, values in raw.items()}
-        fingerprints = {run["cases"][case]["fingerprint"] for run in runs}
+    for case in CASES:
+        case_runs = [run for run in runs if run["case"] == case]
+        fingerprints = {run["fingerprint"] for run in case_runs}
         if len(fingerprints) != 1:
             raise RuntimeError(f"{case}: the workers saw different inputs (fingerprints {fingerprints}).")
-        summary[case] = {
-            "tokens": num_tokens,
-            "raw_seconds": raw,
-            "median_seconds": medians,
-            "min_seconds": {name: min(values) for name, values in raw.items()},
-            "median_cpu_seconds": {name: statistics.median(values) for name, values in raw_cpu.items()},
-            "tokens_per_second": {name: num_tokens / s for name, s in medians.items()},
-            "realm_hf_over_bare": medians["realm_hf"] / medians["bare_bert"],
-            "speedup_vs_old": medians["old"] / medians["realm_hf"],
-        }
-        if case == "openqa_B32":
-            summary[case]["questions_per_second"] = {name: QA_BATCH / s for name, s in medians.items()}
+        raw, raw_cpu = {}, {}
+        for run in case_runs:
+            for name, seconds in run["seconds"].items():
+                raw.setdefault(name, []).extend(seconds)
+                raw_cpu.setdefault(name, []).extend(run["cpu_seconds"][name])
+        summary[case] = {"tokens": tokens[case], "raw_seconds": raw, "raw_cpu_seconds": raw_cpu}
+        for stat, reduce in (("median", statistics.median), ("min", min)):
+            seconds = {name: reduce(values) for name, values in raw.items()}
+            summary[case] |= {
+                f"{stat}_seconds": seconds,
+                f"{stat}_tokens_per_second": {name: tokens[case] / t for name, t in seconds.items()},
+                f"{stat}_realm_hf_over_bare": seconds["realm_hf"] / seconds["bare_bert"],
+                f"{stat}_speedup_vs_old": seconds["old"] / seconds["realm_hf"],
+            }
+            if case == "openqa_B32":
+                summary[case][f"{stat}_questions_per_second"] = {name: QA_BATCH / t for name, t in seconds.items()}
     return summary
 
 
-def markdown(result: dict, command: str) -> str:
-    rows = []
-    for case, s in result["summary"].items():
-        label = f"Open-QA forward, {QA_BATCH} questions x top-{QA_TOP_K}, L={QA_LEN}" if case == "openqa_B32" else \
-            f"Training step fwd+bwd, B={B} K={K}, L={case.split('_L')[1]}"
-
+def table(summary: dict, stat: str) -> list[str]:
+    labels = {"train_L128": f"Training step fwd+bwd, B={B} K={K}, L=128",
+              "train_L288": f"Training step fwd+bwd, B={B} K={K}, L=288",
+              "openqa_B32": f"Open-QA forward, {QA_BATCH} questions x top-{QA_TOP_K}, L={QA_LEN}"}
+    rows = ["| Case | tokens | bare BERT | realm_hf | old transformers-REALM | realm_hf / bare (time) | speed-up vs old |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for case, s in summary.items():
         def cell(name: str) -> str:
-            seconds = s["median_seconds"][name]
-            rate = (f"{s['questions_per_second'][name]:.2f} q/s" if case == "openqa_B32"
-                    else f"{s['tokens_per_second'][name]:,.0f} tok/s")
-            return f"{seconds:.2f} s ({rate})"
+            rate = (f"{s[f'{stat}_questions_per_second'][name]:.2f} q/s" if case == "openqa_B32"
+                    else f"{s[f'{stat}_tokens_per_second'][name]:,.0f} tok/s")
+            return f"{s[f'{stat}_seconds'][name]:.2f} s ({rate})"
 
-        rows.append(f"| {label} | {s['tokens']:,} | {cell('bare_bert')} | {cell('realm_hf')} | {cell('old')} | "
-                    f"{s['realm_hf_over_bare']:.2f}x | {s['speedup_vs_old']:.2f}x |")
-    m, load = result["machine"], result["loadavg_1min_per_worker"]
+        rows.append(f"| {labels[case]} | {s['tokens']:,} | {cell('bare_bert')} | {cell('realm_hf')} | {cell('old')} | "
+                    f"{s[f'{stat}_realm_hf_over_bare']:.2f}x | {s[f'{stat}_speedup_vs_old']:.2f}x |")
+    return rows
+
+
+def markdown(result: dict) -> str:
+    m, settings, load = result["machine"], result["settings"], result["loadavg_1min_per_worker"]
     return "\n".join([
         "# realm_hf vs transformers-REALM vs bare BERT: model speed",
         "",
-        f"Command: `{command}`",
+        f"Command: `{result['command']}`",
         "",
         f"Machine: {m['cpu_model']}, {m['cpu_count']} cores, torch {m['torch']} with {m['num_threads']} threads; "
         f"realm_hf on transformers {m['transformers_new']}, old REALM classes on transformers {m['transformers_old']}.",
         f"Model: MiniLM-size BERT ({BERT['num_hidden_layers']} layers, hidden {BERT['hidden_size']}, "
         f"{BERT['num_attention_heads']} heads, intermediate {BERT['intermediate_size']}, vocab {BERT['vocab_size']}), "
-        "random weights, fp32. Medians over all timed repeats; "
-        f"{result['settings']['rounds']} alternating rounds of old / new worker processes.",
-        f"1-minute load average when each worker started: {min(load):.1f} to {max(load):.1f} on {m['cpu_count']} "
+        f"random weights, fp32. {settings['rounds']} rounds; in each, every case runs in a fresh old worker process, "
+        f"then a fresh new one (warm-up steps {settings['warmup']}, timed repeats {settings['repeats']}).",
+        f"1-minute load average when the workers started: {min(load):.1f} to {max(load):.1f} on {m['cpu_count']} "
         "cores (above the core count, other processes competed for the CPU and times are inflated).",
         "",
-        "| Case | tokens | bare BERT | realm_hf | old transformers-REALM | realm_hf / bare (time) | speed-up vs old |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-        *rows,
+        "## Median over all timed repeats",
+        "",
+        *table(result["summary"], "median"),
+        "",
+        "## Minimum over all timed repeats (least disturbed by other processes)",
+        "",
+        *table(result["summary"], "min"),
         "",
         f"Tokens: training = 2·B·K·L (joined sequences + candidate blocks) + B·{QUERY_LEN} (queries); Open-QA = "
         f"{QA_BATCH}·{QA_TOP_K}·{QA_LEN} reader tokens + {QA_BATCH}·{QUERY_LEN} question tokens. The old Open-QA "
@@ -367,48 +372,52 @@ def markdown(result: dict, command: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one round, one repeat per case (smoke run)")
-    parser.add_argument("--rounds", type=int, help="alternating old/new worker invocations (default 3)")
+    parser.add_argument("--rounds", type=int, help="alternating old/new worker invocations per case (default 3)")
     parser.add_argument("--worker", choices=["old", "new"], help=argparse.SUPPRESS)
-    parser.add_argument("--settings", help=argparse.SUPPRESS)
+    parser.add_argument("--case", choices=list(CASES), help=argparse.SUPPRESS)
+    parser.add_argument("--warmup", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s", stream=sys.stderr)
 
     if args.worker:
-        print(json.dumps(run_worker(args.worker, json.loads(args.settings))), flush=True)
+        print(json.dumps(run_worker(args.worker, args.case, args.warmup, args.repeats)), flush=True)
         return
 
     settings = dict(QUICK if args.quick else FULL)
     if args.rounds:
         settings["rounds"] = args.rounds
-    command = "HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py " + " ".join(sys.argv[1:])
+    command = " ".join(["HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py", *sys.argv[1:]])
     logger.info("settings: %s", settings)
-    runs = {"old": [], "new": []}
+    runs = []
     start = time.perf_counter()
     for round_index in range(settings["rounds"]):
-        for kind in ("old", "new"):
-            logger.info("round %d/%d: worker %s", round_index + 1, settings["rounds"], kind)
-            runs[kind].append(launch(kind, settings))
+        for case in CASES:
+            for kind in ("old", "new"):
+                logger.info("round %d/%d, %s: worker %s", round_index + 1, settings["rounds"], case, kind)
+                runs.append(launch(kind, case, settings))
     import transformers
 
+    old_run, new_run = next(r for r in runs if r["worker"] == "old"), next(r for r in runs if r["worker"] == "new")
     result = {
-        "command": command.strip(),
+        "command": command,
         "machine": {
             "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
-            "torch": torch.__version__, "num_threads": runs["new"][0]["num_threads"],
-            "transformers_new": transformers.__version__, "transformers_old": runs["old"][0]["transformers"],
+            "torch": torch.__version__, "num_threads": new_run["num_threads"],
+            "transformers_new": transformers.__version__, "transformers_old": old_run["transformers"],
             "python": platform.python_version(),
         },
         "settings": settings | {"bert": BERT, "B": B, "K": K, "query_len": QUERY_LEN, "num_masked": NUM_MASKED,
                                 "qa_batch": QA_BATCH, "qa_top_k": QA_TOP_K, "qa_len": QA_LEN, "dtype": "float32"},
         "wall_seconds": time.perf_counter() - start,
-        "loadavg_1min_per_worker": [run["loadavg_start"][0] for run in runs["old"] + runs["new"]],
-        "summary": summarize(runs["old"] + runs["new"], settings),
+        "loadavg_1min_per_worker": [run["loadavg_start"][0] for run in runs],
+        "summary": summarize(runs),
         "runs": runs,
     }
     stem = "models-quick" if args.quick else "models"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / f"{stem}.md").write_text(markdown(result, result["command"]))
+    (RESULTS / f"{stem}.md").write_text(markdown(result))
     logger.info("wrote %s and %s in %.0f s", RESULTS / f"{stem}.json", RESULTS / f"{stem}.md", result["wall_seconds"])
     print((RESULTS / f"{stem}.md").read_text())
 

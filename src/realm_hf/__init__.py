@@ -47,3 +47,9 @@ __all__ = [
     "RealmRetrieverConfig",
     "RealmRetrieverOutput",
 ]
+
+# The transformers pipelines "open-domain-question-answering" and "realm-fill-mask" (see realm_hf.pipelines).
+from .pipelines import OpenDomainQuestionAnsweringPipeline, RealmFillMaskPipeline, register_pipelines
+
+register_pipelines()
+__all__ += ["OpenDomainQuestionAnsweringPipeline", "RealmFillMaskPipeline", "register_pipelines"]

@@ -4,6 +4,10 @@
     realm-hf build-index --corpus ... --model ... --output DIR [--index-type Flat]
     realm-hf search --index DIR --model ... "query" [-k 5]
     realm-hf convert --src OLD_REALM_DIR --output DIR [--kind embedder|encoder|reader|openqa]
+    realm-hf ask "question" --model DIR [--index DIR] [-k 5] [--answers 1]
+    realm-hf ask --interactive --model DIR            questions from stdin, one per line, until EOF
+    realm-hf publish --model-dir DIR --repo-id ORG/NAME [--index-repo-id ORG/NAME-index] [--eval-results FILE]
+    realm-hf download REPO_ID [--index] [--revision REV]   snapshot into the HF cache, print the local path
 """
 
 from __future__ import annotations
@@ -42,6 +46,19 @@ def _add_search(subparsers) -> None:
     parser.add_argument("query", nargs="+")
 
 
+def _add_ask(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "ask", help="Answer questions with a RealmForOpenQA model and its index, showing the evidence."
+    )
+    parser.add_argument("question", nargs="*", help="The question (omit it with --interactive).")
+    parser.add_argument("--model", required=True, help="A RealmForOpenQA directory (or Hub repo id).")
+    parser.add_argument("--index", default=None, help="An index directory (default: the model's own, <model>/index).")
+    parser.add_argument("-k", "--top-k", type=int, default=None, help="Blocks retrieved and read (default: config.top_k).")
+    parser.add_argument("--answers", type=int, default=1, help="Answers shown per question.")
+    parser.add_argument("-i", "--interactive", action="store_true", help="Read questions from stdin until EOF.")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda when available).")
+
+
 def _add_convert(subparsers) -> None:
     subparsers.add_parser(
         "convert", help="Convert a transformers-REALM (google/realm-*) checkpoint (see `realm-hf convert -h`).",
@@ -49,11 +66,44 @@ def _add_convert(subparsers) -> None:
     )
 
 
+# ------------------------------------------------------------------------------------- Hub: publish / download
+def _add_publish(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "publish", help="Push a saved model (+ card) to the Hub and its index (<model-dir>/index) as a dataset repo."
+    )
+    parser.add_argument("--model-dir", required=True, help="A saved RealmForOpenQA / RealmRetriever dir, or a pre-training final/ dir.")
+    parser.add_argument("--repo-id", required=True, help="The model repo, ORG/NAME.")
+    parser.add_argument("--index-repo-id", default=None, help="The index dataset repo (default: <repo-id>-index).")
+    parser.add_argument("--index-dir", default=None, help="The index directory (default: <model-dir>/index).")
+    parser.add_argument("--eval-results", default=None, help="Evaluation output JSON whose metrics go into the card.")
+    parser.add_argument("--revision", default=None, help="Branch of the model repo to commit to.")
+    parser.add_argument("--private", action="store_true", help="Create the repos private.")
+    parser.add_argument("--accept-index", action="store_true",
+                        help="Pair the model with an index built by another doc tower (records its fingerprint).")
+    parser.add_argument("--remote-code", action="store_true", help="Also make the repo loadable with trust_remote_code=True.")
+    parser.add_argument("--base-model", default=None, help="Hub id of the checkpoint this model was trained from (card).")
+    parser.add_argument("--corpus", default=None, help="Name of the knowledge corpus (card).")
+    parser.add_argument("--license", default=None, help="License of the model (card metadata).")
+    parser.add_argument("--card-output", default=None, help="Also write the rendered card here (e.g. model_cards/NAME.md).")
+    parser.add_argument("--dry-run", action="store_true", help="Render and stage everything, push nothing.")
+
+
+def _add_download(subparsers) -> None:
+    parser = subparsers.add_parser("download", help="Download a model (or, with --index, an index) repo into the HF cache.")
+    parser.add_argument("repo_id")
+    parser.add_argument("--index", action="store_true", help="The repo is an index dataset repo (only the needed files).")
+    parser.add_argument("--revision", default=None)
+    parser.add_argument("--cache-dir", default=None)
+    parser.add_argument("--local-files-only", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="realm-hf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_demo, _add_build_index, _add_search, _add_convert):
+    for add in (_add_demo, _add_build_index, _add_search, _add_ask, _add_convert):
+        add(subparsers)
+    for add in (_add_publish, _add_download):  # Hub
         add(subparsers)
     return parser
 
@@ -81,6 +131,18 @@ def main(argv: list[str] | None = None) -> int:
         from .commands import search_command
 
         search_command(args)
+    elif args.command == "ask":
+        from .commands import ask_command
+
+        return ask_command(args)
+    elif args.command == "publish":
+        from .commands import publish_command
+
+        publish_command(args)
+    elif args.command == "download":
+        from .commands import download_command
+
+        download_command(args)
     return 0
 
 

@@ -121,3 +121,115 @@ def search_command(args: argparse.Namespace) -> None:
     retriever, tokenizer = load_retriever(args.model)
     query = " ".join(args.query)
     _print_hits(query, search(index, retriever, tokenizer, [query], args.top_k)[0])
+
+
+def evidence_snippet(evidence: str, width: int = 120) -> str:
+    """The part of `evidence` around the marked answer (`**answer**`), at most `width` characters each side."""
+    text = " ".join(evidence.split())
+    start = text.find("**")
+    end = text.find("**", start + 2) + 2 if start >= 0 else -1
+    if start < 0 or end < 2:
+        return text[: 2 * width] + ("..." if len(text) > 2 * width else "")
+    left, right = max(0, start - width), min(len(text), end + width)
+    return ("..." if left > 0 else "") + text[left:right] + ("..." if right < len(text) else "")
+
+
+def _print_answers(question: str, answers: list[dict]) -> None:
+    print(f"Q: {question}")
+    if not answers or answers[0]["answer"] is None:
+        print("A: (no answer: no retrieved block holds a readable span)")
+        return
+    for rank, answer in enumerate(answers, 1):
+        label = "A:" if len(answers) == 1 else f"A{rank}:"
+        print(f"{label} {answer['answer']}  (score {answer['score']:.4f})")
+        print(f"   source: {answer['title']} (block {answer['block_id']})")
+        print(f"   evidence: {evidence_snippet(answer['evidence'])}")
+
+
+def ask_command(args: argparse.Namespace) -> int:
+    """`realm-hf ask`: answer a question (or each line of stdin with --interactive) with evidence."""
+    import sys
+
+    from transformers import pipeline
+
+    from .pipelines import OPEN_QA_TASK
+
+    if args.interactive and args.question:
+        print("error: pass a question or --interactive, not both", file=sys.stderr)
+        return 2
+    if not args.interactive and not args.question:
+        print("error: pass a question, e.g. realm-hf ask \"who wrote hamlet\" --model DIR (or --interactive)", file=sys.stderr)
+        return 2
+    for name in ("top_k", "answers"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            print(f"error: --{name.replace('_', '-')} must be at least 1, got {value}", file=sys.stderr)
+            return 2
+    qa = pipeline(OPEN_QA_TASK, model=args.model, index=args.index, device=args.device)
+    call_kwargs = {"top_k": args.answers}
+    if args.top_k is not None:
+        call_kwargs["num_blocks"] = args.top_k
+
+    def answer(question: str) -> bool:
+        try:
+            result = qa(question, **call_kwargs)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return False
+        _print_answers(question, result if isinstance(result, list) else [result])
+        return True
+
+    if not args.interactive:
+        return 0 if answer(" ".join(args.question)) else 2
+    prompt = sys.stdin.isatty()
+    while True:
+        if prompt:
+            print("question> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:  # EOF
+            break
+        if line.strip():
+            answer(line.strip())
+            print()
+    return 0
+
+
+# ------------------------------------------------------------------------------------- Hub: publish / download
+def publish_command(args: argparse.Namespace) -> None:
+    """Push the model (+ card) and its index; print the repos and the index commit pinned in the config."""
+    from .hub import publish
+
+    facts = {key: value for key, value in (
+        ("base_model", args.base_model), ("corpus", args.corpus), ("license", args.license),
+    ) if value is not None}
+    result = publish(
+        args.model_dir, args.repo_id, index_repo_id=args.index_repo_id, eval_results=args.eval_results,
+        index_dir=args.index_dir, revision=args.revision, private=args.private or None,
+        accept_index=args.accept_index, remote_code=args.remote_code, card_facts=facts,
+        card_output=args.card_output, dry_run=args.dry_run,
+    )
+    if args.dry_run:
+        print(f"Dry run: would push {len(result.model_files)} files to {result.repo_id}: {', '.join(result.model_files)}")
+        if result.index_repo_id:
+            print(f"Dry run: would push the index to dataset repo {result.index_repo_id}")
+        return
+    print(f"Model: {getattr(result.model_commit, 'commit_url', result.repo_id)}")
+    if result.index_repo_id:
+        print(f"Index: {result.index_repo_id} @ {result.index_revision}")
+
+
+def download_command(args: argparse.Namespace) -> None:
+    """Snapshot a model repo (or the files an index needs) into the HF cache and print the local path."""
+    if args.index:
+        from .hub import resolve_index_dir
+
+        path = resolve_index_dir(
+            args.repo_id, revision=args.revision, cache_dir=args.cache_dir, local_files_only=args.local_files_only
+        )
+    else:
+        from huggingface_hub import snapshot_download
+
+        path = snapshot_download(
+            args.repo_id, revision=args.revision, cache_dir=args.cache_dir, local_files_only=args.local_files_only
+        )
+    print(path)

@@ -2,7 +2,8 @@
 
 Layout of an index directory (a downloaded Hub snapshot has the same layout)::
 
-    blocks/                 datasets.save_to_disk (Arrow, memory-mapped on load)
+    blocks/                 datasets.save_to_disk (Arrow, memory-mapped on load); in a Hub bundle
+                            blocks/*.parquet shards instead (see realm_hf.hub)
     embeddings.npy          [N, D] float32 or float16, memory-mapped on load
     index.faiss             faiss.write_index (absent for index_type="torch-exact")
     manifest.json           see IndexManifest
@@ -10,6 +11,7 @@ Layout of an index directory (a downloaded Hub snapshot has the same layout)::
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import time
@@ -30,7 +32,7 @@ from .manifest import MANIFEST_NAME, IndexManifest, fingerprint_module
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RealmIndex", "fingerprint_module", "normalize_exclude"]
+__all__ = ["RealmIndex", "fingerprint_module", "load_index_blocks", "normalize_exclude"]
 
 BLOCKS_DIR = "blocks"
 EMBEDDINGS_FILE = "embeddings.npy"
@@ -491,25 +493,42 @@ class RealmIndex:
         mmap: bool = True,
         device: str | torch.device | None = None,
         search_params: dict[str, Any] | None = None,
+        *,
+        revision: str | None = None,
+        token: str | bool | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        local_files_only: bool = False,
     ) -> RealmIndex:
         r"""
-        Load an index directory written by [`save_pretrained`] (or a downloaded snapshot of one).
+        Load an index directory written by [`save_pretrained`], or an index bundle from a Hub dataset repo.
 
         Args:
-            directory (`str` or `os.PathLike`): The index directory.
+            directory (`str` or `os.PathLike`): The index directory, or a Hub dataset repo id (`"org/name-index"`,
+                as in `RealmForOpenQAConfig.index_repo_id`) when no such directory exists. From the Hub, the manifest
+                is fetched first, then only the files its index type needs (see [`realm_hf.hub.resolve_index_dir`]);
+                `HF_HUB_OFFLINE=1` reads the Hugging Face cache only.
             expected_dim (`int`, *optional*): Refuse the index unless its dim matches (the retriever's size).
             expected_fingerprint (`str`, *optional*): Refuse the index unless it was built by these weights.
             mmap (`bool`, defaults to `True`): Memory-map blocks and embeddings instead of reading them into RAM.
             device (`str` or `torch.device`, *optional*): Device of the search backend.
             search_params (`dict`, *optional*): Override stored faiss search parameters (`nprobe`, `efSearch`, ...).
+            revision (`str`, *optional*): Hub only: branch, tag or commit of the repo (`config.index_revision`).
+            token, cache_dir, local_files_only: Hub only, as in `huggingface_hub.snapshot_download`.
 
         Raises:
-            `FileNotFoundError`: naming the missing file. `ValueError`: on a dim or fingerprint mismatch, saying how
-            to rebuild.
+            `FileNotFoundError`: naming the missing file (and the repo, from the Hub). `ValueError`: on a dim or
+            fingerprint mismatch, saying how to rebuild.
         """
         directory = os.fspath(directory)
         if not os.path.isdir(directory):
-            raise FileNotFoundError(f"No index directory at {directory}.")
+            # ---- Hub resolution (realm_hf.hub): a repo id downloads/finds the bundle in the HF cache
+            from ..hub import is_repo_id, resolve_index_dir
+
+            if not is_repo_id(directory):
+                raise FileNotFoundError(f"No index directory at {directory}.")
+            directory = resolve_index_dir(
+                directory, revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only
+            )
         manifest = IndexManifest.from_json_file(os.path.join(directory, MANIFEST_NAME))
         manifest.check_compatible(expected_dim, expected_fingerprint, source=directory)
         blocks_path = os.path.join(directory, BLOCKS_DIR)
@@ -517,7 +536,7 @@ class RealmIndex:
         for path in (blocks_path, embeddings_path):
             if not os.path.exists(path):
                 raise FileNotFoundError(f"Missing {os.path.basename(path)} in index directory {directory}.")
-        blocks = datasets.load_from_disk(blocks_path, keep_in_memory=not mmap)
+        blocks = load_index_blocks(blocks_path, mmap=mmap)
         embeddings = np.load(embeddings_path, mmap_mode="r" if mmap else None, allow_pickle=False)  # [N, D]
         if embeddings.shape != (manifest.num_blocks, manifest.dim):
             raise ValueError(
@@ -531,6 +550,47 @@ class RealmIndex:
             params = {**manifest.search_params, **(search_params or {})}
             backend = FaissBackend.load(directory, manifest.index_type, search_params=params, device=device)
         return cls(blocks, embeddings, backend, manifest)
+
+    def push_to_hub(
+        self,
+        repo_id: str,
+        revision: str | None = None,
+        private: bool | None = None,
+        commit_message: str | None = None,
+        token: str | bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        r"""
+        Publish the index as a Hub *dataset* repo in one commit: `blocks/*.parquet`, `embeddings.npy`, the faiss
+        file, `manifest.json` and a dataset card. See [`realm_hf.hub.push_index_to_hub`], which also takes
+        `card_facts`, `max_shard_size`, `create_pr` and `commit_description`.
+
+        Returns:
+            `huggingface_hub.CommitInfo`: pin `.oid` as the model config's `index_revision`.
+        """
+        from ..hub import push_index_to_hub
+
+        return push_index_to_hub(
+            self, repo_id, revision=revision, private=private, commit_message=commit_message, token=token, **kwargs
+        )
+
+
+def load_index_blocks(path: str | os.PathLike, mmap: bool = True) -> datasets.Dataset:
+    r"""
+    The blocks of an index directory: a `save_to_disk` folder (local indexes) or `*.parquet` shards (Hub bundles,
+    read in file-name order, which is the row order of the embeddings).
+
+    Args:
+        path (`str`): The `blocks` directory.
+        mmap (`bool`, defaults to `True`): Memory-map (Parquet is converted once to an Arrow cache by `datasets`).
+    """
+    path = os.fspath(path)
+    if os.path.isfile(os.path.join(path, "state.json")):
+        return datasets.load_from_disk(path, keep_in_memory=not mmap)
+    shards = sorted(glob.glob(os.path.join(path, "*.parquet")))
+    if not shards:
+        raise FileNotFoundError(f"No blocks in {path}: expected a datasets.save_to_disk folder or *.parquet shards.")
+    return datasets.Dataset.from_parquet(shards, keep_in_memory=not mmap)
 
 
 def _as_blocks(source: Any, tokenizer: Any, max_length: int = 288, num_proc: int | None = None) -> datasets.Dataset:
