@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -77,7 +78,13 @@ def shard_bounds(num_rows: int, rank: int, world_size: int) -> tuple[int, int]:
 
 
 def distributed_info() -> tuple[int, int]:
-    """`(rank, world_size)`, `(0, 1)` when `torch.distributed` is not initialized."""
+    """`(rank, world_size)`, `(0, 1)` when `torch.distributed` is not initialized or off the main thread.
+
+    Collectives must be issued by every rank in lockstep; a background thread (the index refresher in thread mode
+    runs on the main rank only) embeds the whole corpus alone instead of waiting for ranks that never join.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return 0, 1
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1

@@ -73,7 +73,11 @@ class TrainingLoop:
         self.args = args
         self.accelerator = accelerator or make_accelerator(args)
         optimizer = torch.optim.AdamW(decay_parameter_groups(model, args.weight_decay), lr=args.learning_rate)
-        scheduler = get_linear_schedule_with_warmup(optimizer, args.warmup_steps, max(args.max_steps, 1))
+        # Accelerate steps a prepared scheduler once per process per optimizer step
+        processes = self.accelerator.num_processes
+        scheduler = get_linear_schedule_with_warmup(
+            optimizer, args.warmup_steps * processes, max(args.max_steps, 1) * processes
+        )
         self.model, self.optimizer, self.dataloader, self.scheduler = self.accelerator.prepare(
             model, optimizer, dataloader, scheduler
         )
