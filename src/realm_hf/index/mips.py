@@ -526,9 +526,12 @@ class RealmIndex:
 
             if not is_repo_id(directory):
                 raise FileNotFoundError(f"No index directory at {directory}.")
-            directory = resolve_index_dir(
-                directory, revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only
-            )
+            try:
+                directory = resolve_index_dir(
+                    directory, revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only
+                )
+            except FileNotFoundError as error:
+                raise FileNotFoundError(f"No index directory at {directory}; as a Hub repo id: {error}") from error
         manifest = IndexManifest.from_json_file(os.path.join(directory, MANIFEST_NAME))
         manifest.check_compatible(expected_dim, expected_fingerprint, source=directory)
         blocks_path = os.path.join(directory, BLOCKS_DIR)

@@ -1,0 +1,349 @@
+"""`OpenDomainQuestionAnsweringPipeline`: ask a [`RealmForOpenQA`] a question, get an answer with its evidence.
+
+```python
+>>> import realm_hf  # registers the task
+>>> from transformers import pipeline
+>>> qa = pipeline("open-domain-question-answering", model="path/to/realm-open-qa")  # its index: <dir>/index
+>>> qa("who wrote the theory of general relativity?")
+{'answer': 'albert einstein', 'score': 0.41, 'block_id': 1234, 'title': 'Albert Einstein',
+ 'evidence': '... developed by **Albert Einstein** between 1907 and 1915 ...', 'start': 120, 'end': 135,
+ 'documents': [{'block_id': 1234, 'title': 'Albert Einstein', 'score': 0.62, 'text': '...'}, ...]}
+```
+
+For each question the pipeline embeds `[CLS] question [SEP]` with the model's query tower, searches the index for the
+top `config.top_k` blocks, reads `[CLS] question [SEP] block_body [SEP]` (block part token type 1) with the reader,
+scoring each block by the query embedding against the block's embedding *stored in the index* (as in fine-tuning),
+and ranks answer spans by `p(z | x) · p(s | z, x)`.
+
+Answer text is cut from the block text with the fast tokenizer's offset mapping: the reader reads the block text
+re-tokenized with offsets, so an answer is always a substring of its block, in the block's original casing. Blocks
+are made by tokenizing their sentences with the same tokenizer, so the re-tokenized body is the stored body
+wordpieces the fine-tuning collator uses, except for the rare block cut inside a word. Among spans with the same text
+(case-insensitive) only the best-scoring one is returned.
+
+Over-long questions (more than `retriever_config.query_max_length` wordpieces) are truncated to that length with a
+logged warning, the same `[CLS] question [SEP]` the retriever and the reader then see; empty or whitespace-only
+questions and `None` raise a `ValueError` naming the item.
+
+About `pipeline("question-answering", ...)`: transformers v5 removed that task; `transformers.pipeline` raises a
+`KeyError` for it (`_resolve_deprecated_task`) before looking at the model or any registry, so there is no clean
+hook that could route a REALM model to this pipeline. Importing realm_hf only appends a sentence to that error
+message naming `"open-domain-question-answering"`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from transformers.pipelines.base import Pipeline
+
+from ..modeling import RealmForOpenQA
+from ._utils import (
+    block_embeddings,
+    check_batch,
+    check_fast_tokenizer,
+    check_positive_int,
+    check_text,
+    encode_query,
+    load_tokenizer_from,
+)
+from .index_loading import load_index_for_model, resolve_model_dir
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["OPEN_QA_TASK", "OpenDomainQuestionAnsweringPipeline"]
+
+OPEN_QA_TASK = "open-domain-question-answering"
+# spans kept per question before duplicates (the same answer text in several places) are merged
+_MIN_SPAN_CANDIDATES = 20
+
+
+class OpenDomainQuestionAnsweringPipeline(Pipeline):
+    r"""
+    Open-domain question answering with a [`RealmForOpenQA`] and its corpus index: retrieve, read, answer with
+    provenance. Registered as the task `"open-domain-question-answering"` when `realm_hf` is imported.
+
+    Args:
+        model ([`RealmForOpenQA`]): The model (put in eval mode).
+        tokenizer (`PreTrainedTokenizerFast`, *optional*): Its fast BERT tokenizer; defaults to the one saved in the
+            model directory.
+        index ([`RealmIndex`] or `str`, *optional*): The corpus index, or its directory. Defaults to the model's own
+            index, found by [`load_index_for_model`]: `<model dir>/index`, then `config.index_repo_id`.
+        top_k (`int`, *optional*, defaults to 1): Answers per question; `1` returns a dict, more a list of dicts.
+        num_blocks (`int`, *optional*, defaults to `config.top_k`): Blocks retrieved and read per question.
+        batch_size (`int`, *optional*): Questions per forward pass when the input is a list (or a dataset).
+
+    Call it with a question string, a `{"question": ...}` dict, a list of them, a dataset or a generator; the call
+    takes `top_k`, `num_blocks` and `index` too (an index passed to a call is used for that call only).
+
+    Returns:
+        Per question, a dict (a list of `top_k` dicts when `top_k > 1`) with
+        - `answer` (`str`): the answer, a substring of the block text (`None` when no block has a readable span);
+        - `score` (`float`): `p(z | x) · p(s | z, x)` of the answer span;
+        - `block_id` (`int`), `title` (`str`): the block the answer was read from;
+        - `evidence` (`str`): that block's text with the answer marked as `**answer**`;
+        - `start`, `end` (`int`): character offsets of the answer in the block text;
+        - `documents` (`list[dict]`): the retrieved blocks, best first, each `{"block_id", "title", "score", "text"}`
+          with `score` = `p(z | x)` (softmax of the relevance over the retrieved blocks).
+    """
+
+    _load_tokenizer = None  # the factory tries the model directory; __init__ explains what is missing
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_video_processor = False
+
+    def __init__(self, model: RealmForOpenQA, tokenizer: Any = None, index: Any = None, **kwargs: Any):
+        if not isinstance(model, RealmForOpenQA):
+            raise TypeError(
+                f"The {OPEN_QA_TASK!r} pipeline needs a realm_hf RealmForOpenQA model, got {type(model).__name__}."
+            )
+        model_path = model.name_or_path or None
+        if tokenizer is None:
+            tokenizer = load_tokenizer_from([resolve_model_dir(model_path)], "RealmForOpenQA model")
+        check_fast_tokenizer(tokenizer, type(self).__name__)
+        super().__init__(model=model, tokenizer=tokenizer, **kwargs)
+        self.model.eval()
+        self.index = load_index_for_model(model_path, model.config, index)
+        self._call_indexes: dict[str, Any] = {}
+
+    # ----------------------------------------------------------------------------------------------- parameters
+    def _sanitize_parameters(self, top_k=None, num_blocks=None, index=None, **unknown):
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unexpected arguments {sorted(unknown)}; it takes top_k, num_blocks, index "
+                "(and batch_size, num_workers, device at construction)."
+            )
+        forward_params: dict[str, Any] = {}
+        postprocess_params: dict[str, Any] = {}
+        if top_k is not None:
+            forward_params["top_k"] = postprocess_params["top_k"] = check_positive_int("top_k", top_k)
+        if num_blocks is not None:
+            forward_params["num_blocks"] = check_positive_int("num_blocks", num_blocks)
+        if index is not None:
+            forward_params["index"] = postprocess_params["index"] = index
+        return {}, forward_params, postprocess_params
+
+    def _resolve_index(self, index: Any) -> Any:
+        if index is None:
+            return self.index
+        if hasattr(index, "search"):
+            return load_index_for_model(None, self.model.config, index)  # checks its dimension
+        key = str(index)
+        if key not in self._call_indexes:
+            self._call_indexes[key] = load_index_for_model(None, self.model.config, index)
+        return self._call_indexes[key]
+
+    # --------------------------------------------------------------------------------------------------- call
+    def __call__(self, inputs: Any = None, *args: Any, **kwargs: Any) -> Any:
+        r"""
+        Answer one question (`str` or `{"question": str}`) or a list / dataset / generator of them.
+
+        Args:
+            inputs: The question(s). `question=` is accepted as a keyword too.
+            top_k (`int`, *optional*): Answers per question.
+            num_blocks (`int`, *optional*): Blocks retrieved per question.
+            index (*optional*): Another index (a `RealmIndex` or a directory) for this call.
+            batch_size (`int`, *optional*): Questions per forward pass.
+        """
+        if inputs is None and "question" in kwargs:
+            inputs = kwargs.pop("question")
+        if kwargs.get("context") is not None:
+            raise ValueError(
+                f"The {OPEN_QA_TASK!r} pipeline retrieves its own evidence from the index and takes no `context`; "
+                "pass only the question (or `index=` to search another corpus)."
+            )
+        kwargs.pop("context", None)
+        inputs = check_batch(inputs, "question")
+        if isinstance(inputs, list) and not inputs:
+            return []
+        return super().__call__(inputs, *args, **kwargs)
+
+    def preprocess(self, inputs: Any) -> dict[str, torch.Tensor]:
+        question = inputs["question"] if isinstance(inputs, dict) and "question" in inputs else inputs
+        question = check_text(question, "question")
+        return encode_query(self.tokenizer, question, self.model.config.retriever_config.query_max_length, "question")
+
+    def _forward(
+        self, model_inputs: dict[str, torch.Tensor], top_k: int = 1, num_blocks: int | None = None, index: Any = None
+    ) -> dict[str, torch.Tensor]:
+        index = self._resolve_index(index)
+        input_ids = model_inputs["input_ids"]  # [B, Lq]
+        attention_mask = model_inputs["attention_mask"]
+        token_type_ids = model_inputs["token_type_ids"]
+        batch_size = input_ids.shape[0]
+        device = input_ids.device
+
+        query_embeds = self.model.embed_queries(input_ids, attention_mask, token_type_ids)  # [B, D]
+        k = min(num_blocks or self.model.config.top_k, len(index))
+        _, block_ids = index.search(query_embeds.float().cpu(), k)  # [B, k]
+        candidate_embeds = block_embeddings(index, block_ids)  # [B, k, D] from the index, as in fine-tuning
+        columns = ["text"] if candidate_embeds is not None else ["text", "input_ids", "token_type_ids"]
+        blocks = index.get_blocks(block_ids, columns=columns)
+
+        reader = self._reader_inputs(input_ids, attention_mask, blocks["text"])
+        if candidate_embeds is not None:
+            candidates = {"candidate_embeds": candidate_embeds.to(device)}
+        else:  # an index that keeps its embeddings out of reach (e.g. sharded): embed the blocks with the doc tower
+            candidates = self._candidate_tokens(blocks, device)
+        outputs = self.model(
+            query_input_ids=input_ids,
+            query_attention_mask=attention_mask,
+            query_token_type_ids=token_type_ids,
+            reader_input_ids=reader["input_ids"].to(device),
+            reader_attention_mask=reader["attention_mask"].to(device),
+            reader_token_type_ids=reader["token_type_ids"].to(device),
+            **candidates,
+        )
+        span_logits = outputs.span_logits  # [B, k, S]
+        joint = outputs.span_log_probs + outputs.retrieval_log_probs.unsqueeze(-1)  # [B, k, S]
+        valid = span_logits > torch.finfo(span_logits.dtype).min / 2
+        joint = joint.masked_fill(~valid, float("-inf")).view(batch_size, -1)  # [B, k*S]
+        num_spans = span_logits.shape[-1]
+        n = min(joint.shape[-1], max(_MIN_SPAN_CANDIDATES, 4 * top_k))
+        scores, flat = joint.topk(n, dim=-1)  # [B, n]
+        candidate = flat // num_spans  # [B, n]
+        starts = outputs.span_starts[flat % num_spans]  # [B, n], positions in the joined sequence
+        ends = outputs.span_ends[flat % num_spans]
+        offsets = reader["offsets"].to(device)  # [B, k, L, 2]
+        rows = torch.arange(batch_size, device=device).unsqueeze(-1)  # [B, 1]
+        return {
+            "answer_log_scores": scores,
+            "answer_candidates": candidate,
+            "answer_starts": starts,
+            "answer_ends": ends,
+            "answer_char_starts": offsets[rows, candidate, starts, 0],  # [B, n]
+            "answer_char_ends": offsets[rows, candidate, ends, 1],  # [B, n]
+            "block_ids": block_ids.to(device),  # [B, k]
+            "retrieval_log_probs": outputs.retrieval_log_probs,  # [B, k]
+            "relevance_scores": outputs.relevance_scores,  # [B, k]
+        }
+
+    def _reader_inputs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, texts: list[list[str]]
+    ) -> dict[str, torch.Tensor]:
+        """`[CLS] question [SEP] body [SEP]` `[B, k, L]` with the character offsets of each body wordpiece."""
+        max_length = self.model.config.reader_config.max_length
+        sep = self.tokenizer.sep_token_id
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        flat_texts = [text or "" for row in texts for text in row]
+        encoded = self.tokenizer(flat_texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        sequences, types, offsets = [], [], []
+        num_blocks = len(texts[0])
+        for b in range(len(texts)):
+            question = input_ids[b, : int(attention_mask[b].sum())].tolist()  # [CLS] question [SEP]
+            room = max_length - len(question) - 1
+            if room < 1:
+                raise ValueError(
+                    f"A question of {len(question)} wordpieces leaves no room for a block in the reader's "
+                    f"max_length={max_length}; shorten the question or lower retriever_config.query_max_length."
+                )
+            for j in range(num_blocks):
+                body = encoded["input_ids"][b * num_blocks + j][:room]
+                body_offsets = encoded["offset_mapping"][b * num_blocks + j][:room]
+                sequences.append(question + body + [sep])
+                types.append([0] * len(question) + [1] * (len(body) + 1))
+                offsets.append([(0, 0)] * len(question) + [tuple(o) for o in body_offsets] + [(0, 0)])
+        length = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), length), pad, dtype=torch.long)
+        type_ids = torch.zeros((len(sequences), length), dtype=torch.long)
+        mask = torch.zeros((len(sequences), length), dtype=torch.long)
+        offset_tensor = torch.zeros((len(sequences), length, 2), dtype=torch.long)
+        for row, (sequence, sequence_types, sequence_offsets) in enumerate(zip(sequences, types, offsets)):
+            ids[row, : len(sequence)] = torch.tensor(sequence)
+            type_ids[row, : len(sequence)] = torch.tensor(sequence_types)
+            mask[row, : len(sequence)] = 1
+            offset_tensor[row, : len(sequence)] = torch.tensor(sequence_offsets)
+        shape = (len(texts), num_blocks, length)
+        return {
+            "input_ids": ids.view(shape),
+            "token_type_ids": type_ids.view(shape),
+            "attention_mask": mask.view(shape),
+            "offsets": offset_tensor.view(*shape, 2),
+        }
+
+    def _candidate_tokens(self, blocks: dict[str, list], device: torch.device) -> dict[str, torch.Tensor]:
+        from ..data.collators import pad_sequences
+
+        flat_ids = [ids for row in blocks["input_ids"] for ids in row]
+        flat_types = [types for row in blocks["token_type_ids"] for types in row]
+        batch_size, k = len(blocks["input_ids"]), len(blocks["input_ids"][0])
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = pad_sequences(flat_ids, pad)  # [B*k, Lb]
+        mask = pad_sequences([[1] * len(x) for x in flat_ids], 0, length=ids.shape[1])
+        types = pad_sequences(flat_types, 0, length=ids.shape[1])
+        shape = (batch_size, k, ids.shape[1])
+        return {
+            "candidate_input_ids": ids.view(shape).to(device),
+            "candidate_attention_mask": mask.view(shape).to(device),
+            "candidate_token_type_ids": types.view(shape).to(device),
+        }
+
+    def postprocess(self, model_outputs: dict[str, torch.Tensor], top_k: int = 1, index: Any = None) -> Any:
+        index = self._resolve_index(index)
+        block_ids = model_outputs["block_ids"][0].tolist()  # [k]
+        prior = model_outputs["retrieval_log_probs"][0].exp().tolist()  # [k]
+        rows = index.get_blocks(block_ids, columns=["block_id", "title", "text"])
+        documents = [
+            {"block_id": int(block_id), "title": title, "score": float(p), "text": text}
+            for block_id, title, text, p in zip(block_ids, rows["title"], rows["text"], prior)
+        ]
+        documents.sort(key=lambda doc: doc["score"], reverse=True)
+
+        answers: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        scores = model_outputs["answer_log_scores"][0].tolist()
+        for i, log_score in enumerate(scores):
+            if log_score == float("-inf") or len(answers) == top_k:
+                break
+            candidate = int(model_outputs["answer_candidates"][0, i])
+            char_start = int(model_outputs["answer_char_starts"][0, i])
+            char_end = int(model_outputs["answer_char_ends"][0, i])
+            text = rows["text"][candidate] or ""
+            answer = text[char_start:char_end]
+            key = " ".join(answer.lower().split())
+            if not key or key in seen or char_end <= char_start:
+                continue
+            seen.add(key)
+            answers.append(
+                {
+                    "answer": answer,
+                    "score": float(torch.tensor(log_score).exp()),
+                    "block_id": int(block_ids[candidate]),
+                    "title": rows["title"][candidate],
+                    "evidence": f"{text[:char_start]}**{answer}**{text[char_end:]}",
+                    "start": char_start,
+                    "end": char_end,
+                    "documents": documents,
+                }
+            )
+        if not answers:
+            answers.append(
+                {"answer": None, "score": 0.0, "block_id": None, "title": None, "evidence": None, "start": None,
+                 "end": None, "documents": documents}
+            )
+        return answers[0] if top_k == 1 else answers
+
+
+def add_question_answering_hint() -> None:
+    """Name this pipeline in the error transformers v5 raises for the removed task `"question-answering"`.
+
+    transformers checks removed tasks (`REMOVED_TASKS`) before it looks at the model or at registered pipelines, so
+    `pipeline("question-answering", model=realm_model)` cannot be routed here; the best we can do is a message that
+    says where to go. Only the message text changes: the `KeyError` stays.
+    """
+    try:
+        from transformers import pipelines as hf_pipelines
+    except ImportError:  # pragma: no cover
+        return
+    removed = getattr(hf_pipelines, "REMOVED_TASKS", None)
+    if not isinstance(removed, dict) or "question-answering" not in removed:
+        return
+    hint = (
+        f" For a retrieval-augmented REALM model (realm_hf.RealmForOpenQA), use "
+        f"pipeline({OPEN_QA_TASK!r}, model=...), which retrieves the evidence itself."
+    )
+    if OPEN_QA_TASK not in removed["question-answering"]:
+        removed["question-answering"] = removed["question-answering"] + hint

@@ -1,0 +1,209 @@
+"""`pipeline("open-domain-question-answering", ...)` over a tiny saved RealmForOpenQA and its index."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+
+import pytest
+import torch
+from realm_pipeline_helpers import ARTICLES, QUERY_MAX_LENGTH, minilm_tokenizer
+from transformers import pipeline
+
+import realm_hf  # noqa: F401  (registers the tasks)
+from realm_hf import OpenDomainQuestionAnsweringPipeline, RealmForOpenQA
+from realm_hf.index import RealmIndex
+
+TASK = "open-domain-question-answering"
+QUESTIONS = [
+    "what is the capital of france?",
+    "who developed the theory of general relativity",
+    "which river flows through cairo",
+    "what is the largest planet",
+    "who created python",
+]
+TITLES = {article["title"] for article in ARTICLES}
+ANSWER_KEYS = {"answer", "score", "block_id", "title", "evidence", "start", "end", "documents"}
+
+
+@pytest.fixture(scope="module")
+def qa(open_qa_dir):
+    return pipeline(TASK, model=open_qa_dir)
+
+
+def _check_answer(result: dict, num_documents: int) -> None:
+    assert set(result) == ANSWER_KEYS
+    assert isinstance(result["answer"], str) and result["answer"].strip()
+    assert 0.0 < result["score"] <= 1.0
+    assert result["title"] in TITLES
+    documents = result["documents"]
+    assert len(documents) == num_documents
+    for document in documents:
+        assert set(document) == {"block_id", "title", "score", "text"}
+    assert [d["score"] for d in documents] == sorted((d["score"] for d in documents), reverse=True)
+    assert sum(d["score"] for d in documents) == pytest.approx(1.0, abs=1e-5)
+    (source,) = [d for d in documents if d["block_id"] == result["block_id"]]
+    assert source["title"] == result["title"]
+    # the answer is cut from the block text by offsets: a substring of the evidence block, at [start, end)
+    assert result["answer"] in source["text"]
+    assert source["text"][result["start"] : result["end"]] == result["answer"]
+    text, start, end = source["text"], result["start"], result["end"]
+    assert result["evidence"] == f"{text[:start]}**{result['answer']}**{text[end:]}"
+    # p(z|x) p(s|z,x) <= p(z|x)
+    assert result["score"] <= source["score"] + 1e-6
+
+
+def test_task_is_registered_with_the_realm_model_class():
+    from transformers.pipelines import PIPELINE_REGISTRY
+
+    task, impl, _ = PIPELINE_REGISTRY.check_task(TASK)
+    assert impl["impl"] is OpenDomainQuestionAnsweringPipeline
+    assert impl["pt"] == (RealmForOpenQA,)
+
+
+def test_pipeline_from_directory_returns_documented_keys(qa, open_qa_dir):
+    assert isinstance(qa, OpenDomainQuestionAnsweringPipeline)
+    assert qa.index.num_blocks == len(ARTICLES)  # found at <model dir>/index
+    result = qa(QUESTIONS[0])
+    assert isinstance(result, dict)
+    _check_answer(result, num_documents=qa.model.config.top_k)
+    # a dict input and the `question=` keyword give the same answer
+    assert qa({"question": QUESTIONS[0]}) == result
+    assert qa(question=QUESTIONS[0]) == result
+
+
+def test_top_k_answers_and_num_blocks(qa):
+    results = qa(QUESTIONS[1], top_k=3)
+    assert isinstance(results, list) and len(results) == 3
+    for result in results:
+        _check_answer(result, num_documents=qa.model.config.top_k)
+    scores = [r["score"] for r in results]
+    assert scores == sorted(scores, reverse=True)
+    assert len({r["answer"].lower() for r in results}) == 3  # duplicates of one answer text are merged
+    assert results[0] == qa(QUESTIONS[1])  # the best of three is the top-1 answer
+
+    more = qa(QUESTIONS[1], num_blocks=5)
+    _check_answer(more, num_documents=5)
+    # the retrieved set grows by appending lower-ranked blocks
+    assert [d["block_id"] for d in more["documents"]][:1] == [d["block_id"] for d in results[0]["documents"]][:1]
+
+
+def test_batched_results_equal_one_by_one(qa):
+    one_by_one = qa(QUESTIONS, batch_size=1, top_k=2)
+    batched = qa(QUESTIONS, batch_size=4, top_k=2)
+    assert len(one_by_one) == len(batched) == len(QUESTIONS)
+    for single, batch in zip(one_by_one, batched):
+        assert [r["answer"] for r in single] == [r["answer"] for r in batch]
+        assert [r["block_id"] for r in single] == [r["block_id"] for r in batch]
+        assert [r["evidence"] for r in single] == [r["evidence"] for r in batch]
+        assert [r["score"] for r in single] == pytest.approx([r["score"] for r in batch], rel=1e-4, abs=1e-6)
+        for a, b in zip(single[0]["documents"], batch[0]["documents"]):
+            assert a["block_id"] == b["block_id"]
+            assert a["score"] == pytest.approx(b["score"], rel=1e-4, abs=1e-6)
+    # and the pipeline's own single-call path agrees too
+    assert qa(QUESTIONS[2], top_k=2)[0]["answer"] == one_by_one[2][0]["answer"]
+
+
+def test_answer_is_the_models_best_span(qa, open_qa_dir):
+    """The top answer is the reader's argmax over (block, span) of log p(z|x) + log p(s|z,x)."""
+    model_inputs = qa.preprocess(QUESTIONS[3])
+    outputs = qa.forward(model_inputs)
+    result = qa.postprocess(outputs)
+    assert result["score"] == pytest.approx(float(outputs["answer_log_scores"][0, 0].exp()), rel=1e-5)
+    # relevance is computed from the embeddings stored in the index: equal to the MIPS scores
+    query_embeds = qa.model.embed_queries(**{k: v for k, v in model_inputs.items()}).detach()
+    mips_scores, _ = qa.index.search(query_embeds, qa.model.config.top_k)
+    assert torch.allclose(outputs["relevance_scores"], mips_scores, atol=1e-4)
+
+
+def test_model_instance_tokenizer_and_explicit_index(open_qa_dir, qa):
+    loaded = RealmForOpenQA.from_pretrained(open_qa_dir)
+    config = copy.deepcopy(loaded.config)
+    config._name_or_path = ""  # a model built in memory: no directory to find a tokenizer or an index in
+    in_memory = RealmForOpenQA(config)
+    in_memory.load_state_dict(loaded.state_dict())
+    tokenizer = minilm_tokenizer()
+    with pytest.raises(ValueError, match="tokenizer"):
+        pipeline(TASK, model=in_memory)
+    with pytest.raises(FileNotFoundError, match="index"):
+        pipeline(TASK, model=in_memory, tokenizer=tokenizer)
+    explicit = pipeline(TASK, model=in_memory, tokenizer=tokenizer, index=os.path.join(open_qa_dir, "index"))
+    assert explicit(QUESTIONS[0])["answer"] == qa(QUESTIONS[0])["answer"]
+    index = RealmIndex.from_pretrained(os.path.join(open_qa_dir, "index"))
+    assert pipeline(TASK, model=in_memory, tokenizer=tokenizer, index=index).index is index
+    # an index passed to one call is used for that call only
+    assert qa(QUESTIONS[0], index=index)["answer"] == qa(QUESTIONS[0])["answer"]
+
+
+def test_bad_inputs_raise_clear_errors(qa):
+    with pytest.raises(ValueError, match="empty"):
+        qa("")
+    with pytest.raises(ValueError, match="empty or only whitespace"):
+        qa("   \n\t")
+    with pytest.raises(ValueError, match="Question 1 of the batch is None"):
+        qa([QUESTIONS[0], None])
+    with pytest.raises(ValueError, match="Question 0 of the batch is empty"):
+        qa(["  ", QUESTIONS[0]])
+    with pytest.raises(ValueError, match="is None"):
+        qa(None)
+    with pytest.raises(TypeError, match="must be a string"):
+        qa(42)
+    with pytest.raises(ValueError, match="top_k"):
+        qa(QUESTIONS[0], top_k=0)
+    with pytest.raises(ValueError, match="num_blocks"):
+        qa(QUESTIONS[0], num_blocks=-1)
+    with pytest.raises(ValueError, match="context"):
+        qa(QUESTIONS[0], context="Paris is the capital of France.")
+    with pytest.raises(TypeError, match="unexpected"):
+        qa(QUESTIONS[0], max_answer_len=3)
+    assert qa([]) == []
+
+
+def test_over_long_question_is_truncated_with_a_warning(qa, caplog):
+    long_question = "who was the first person to walk on the moon " * 10
+    with caplog.at_level(logging.WARNING, logger="realm_hf"):
+        result = qa(long_question)
+    assert any("query_max_length" in record.getMessage() for record in caplog.records)
+    assert isinstance(result["answer"], str)
+    # truncation is to the retriever's query length, and is what a pre-truncated question gives
+    ids = qa.tokenizer(long_question)["input_ids"]
+    assert len(ids) > QUERY_MAX_LENGTH
+    assert qa.preprocess(long_question)["input_ids"].shape[1] == QUERY_MAX_LENGTH
+    truncated = qa.tokenizer.decode(ids[1 : QUERY_MAX_LENGTH - 1])
+    assert qa(truncated)["answer"] == result["answer"]
+
+
+def test_question_answering_task_names_the_open_domain_pipeline(open_qa_dir):
+    """transformers v5 removed "question-answering" and rejects it before any registry is consulted: no routing is
+    possible, but the error names the REALM task."""
+    model = RealmForOpenQA.from_pretrained(open_qa_dir)
+    with pytest.raises(KeyError, match="open-domain-question-answering"):
+        pipeline("question-answering", model=model)
+
+
+class _IndexWithoutEmbeddings:
+    """An index that only searches and returns blocks (like a sharded one): no `embeddings` / `store` to read."""
+
+    def __init__(self, index: RealmIndex) -> None:
+        self._index = index
+        self.dim = index.dim
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def search(self, query_embeds, k, exclude=None):
+        return self._index.search(query_embeds, k, exclude=exclude)
+
+    def get_blocks(self, block_ids, columns=None):
+        return self._index.get_blocks(block_ids, columns)
+
+
+def test_index_without_stored_embeddings_embeds_blocks_with_the_document_tower(qa):
+    """The index was built by this model's document tower, so re-embedding the blocks gives the same answers."""
+    wrapped = _IndexWithoutEmbeddings(qa.index)
+    expected = qa(QUESTIONS[:3], top_k=2)
+    got = qa(QUESTIONS[:3], top_k=2, index=wrapped)
+    for a, b in zip(expected, got):
+        assert [r["answer"] for r in a] == [r["answer"] for r in b]
+        assert [r["score"] for r in a] == pytest.approx([r["score"] for r in b], rel=1e-3, abs=1e-6)
