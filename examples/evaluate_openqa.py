@@ -1,0 +1,19 @@
+"""Open-QA evaluation of a saved `RealmForOpenQA` with its index: exact match, Recall@k, predictions with provenance.
+
+    python examples/evaluate_openqa.py --model outputs/openqa-tiny/final --qa_file ../shared/data/qa/nq-dev.jsonl \
+        --skip_questions 200 --max_questions 100 --predictions_file outputs/openqa-tiny/predictions.jsonl
+
+Add `--retrieval bm25` to retrieve with BM25 over the same blocks and read with the same reader (`pip install bm25s`),
+`--index_dir DIR` to use another index than the model's own (`<model>/index`).
+"""
+
+import json
+import logging
+
+from realm_hf.evaluation import OpenQaEvaluationArguments, run_evaluation
+from realm_hf.training import parse_arguments
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    (args,) = parse_arguments((OpenQaEvaluationArguments,))
+    print(json.dumps(run_evaluation(args), indent=2))

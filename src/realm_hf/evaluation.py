@@ -1,0 +1,359 @@
+"""Open-QA evaluation of a `RealmForOpenQA` against a fixed index: exact match, Recall@k, predictions with provenance.
+
+    metrics, predictions = evaluate_open_qa(model, tokenizer, index, load_qa_examples("nq-dev.jsonl"), top_k=5)
+
+Per question: embed it with the query tower, retrieve the top-k blocks (dense MIPS, or BM25 over the same blocks),
+score them with the blocks' stored embeddings, read `[CLS] question [SEP] body [SEP]` for each, and predict the span
+maximizing `log p(z|x) + log p(s|z,x)`. Exact match follows `realm_hf.metrics.exact_match` (SQuAD normalization;
+`pattern.match` for regex answers); Recall@k is DPR's `has_answer` on the title and body of the top-k blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .data.openqa import OpenQaCollator, load_qa_examples, model_inputs, normalize_qa_example
+from .metrics import evaluate_predictions, exact_match, has_answer, recall_at_k
+
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "OpenQaEvaluationArguments",
+    "block_embeddings",
+    "evaluate_open_qa",
+    "load_open_qa",
+    "make_collator",
+    "resolve_index_directory",
+    "retrieve_and_collate",
+    "run_evaluation",
+]
+
+RETRIEVALS = ("dense", "bm25")
+_BLOCK_COLUMNS = ("block_id", "title", "text", "input_ids", "token_type_ids")
+
+
+def block_embeddings(index: Any, block_ids: torch.Tensor | np.ndarray) -> torch.Tensor:
+    r"""
+    The stored document embeddings of `block_ids` (any shape, e.g. `[B, K]` search results): `[..., D]` float32.
+
+    These are the vectors the index searched with, so relevance scores recomputed from them with the current query
+    tower rank the candidates as the index would with a fresh query (only the choice of the k blocks is stale).
+    """
+    ids = block_ids.cpu().numpy() if isinstance(block_ids, torch.Tensor) else np.asarray(block_ids)
+    rows = index.store.rows_of(ids)  # raises KeyError on unknown ids
+    vectors = np.asarray(index.embeddings[rows.reshape(-1)], dtype=np.float32)  # [B*K, D] (a copy)
+    return torch.from_numpy(vectors).view(*rows.shape, -1)
+
+
+def make_collator(
+    model: Any,
+    tokenizer: Any,
+    query_max_length: int | None = None,
+    reader_max_length: int | None = None,
+    truncate_questions: bool = False,
+) -> OpenQaCollator:
+    """An [`OpenQaCollator`] sized by the model's config (overrides may only shorten)."""
+    retriever_length = model.config.retriever_config.query_max_length
+    reader_length = model.config.reader_config.max_length
+    return OpenQaCollator(
+        tokenizer,
+        query_max_length=min(query_max_length or retriever_length, retriever_length),
+        reader_max_length=min(reader_max_length or reader_length, reader_length),
+        max_span_width=model.config.reader_config.max_span_width,
+        truncate_questions=truncate_questions,
+    )
+
+
+def retrieve_and_collate(
+    model: Any,
+    index: Any,
+    collator: OpenQaCollator,
+    examples: Sequence[Any],
+    k: int,
+    device: torch.device | str | None = None,
+    retrieval: str = "dense",
+    bm25: Any = None,
+) -> dict[str, Any]:
+    r"""
+    Retrieve the top-`k` blocks of each question and collate the `RealmForOpenQA` batch (see [`OpenQaCollator`]).
+
+    Args:
+        model: A `RealmForOpenQA` (or anything with `embed_queries`); queries are embedded without gradient.
+        index (`RealmIndex`): The fixed index (blocks + stored embeddings).
+        collator ([`OpenQaCollator`]): Builds the tensors.
+        examples: QA dicts or question strings.
+        k (`int`): Blocks per question.
+        device: Where the query tower runs (default: the model's device).
+        retrieval (`str`): `"dense"` (MIPS with the query tower) or `"bm25"` (with `bm25`, a [`Bm25Retriever`]);
+            either way the candidates are scored with their stored dense embeddings for `p(z|x)`.
+
+    Returns:
+        The collated batch on CPU, plus `retrieval_scores` `[B, k]` (the index's or BM25's scores).
+    """
+    if retrieval not in RETRIEVALS:
+        raise ValueError(f"retrieval must be one of {RETRIEVALS}, got {retrieval!r}.")
+    examples = collator.normalize_examples(examples)
+    if retrieval == "dense":
+        queries = collator.encode_questions(examples)
+        if device is None:
+            device = next(model.parameters()).device
+        # the choice of blocks should not depend on dropout: search with the query tower in eval mode
+        tower = getattr(model, "retriever", model)
+        was_training = tower.training
+        tower.eval()
+        try:
+            with torch.no_grad():
+                query_embeds = model.embed_queries(
+                    queries["query_input_ids"].to(device),
+                    queries["query_attention_mask"].to(device),
+                    queries["query_token_type_ids"].to(device),
+                )  # [B, D]
+        finally:
+            tower.train(was_training)
+        scores, block_ids = index.search(query_embeds.float().cpu(), k)  # [B, k]
+    else:
+        if bm25 is None:
+            raise ValueError("retrieval='bm25' needs a Bm25Retriever: pass bm25=Bm25Retriever(index).")
+        block_ids, scores = bm25.search_text([e["question"] for e in examples], k, return_scores=True)
+    columns = [c for c in _BLOCK_COLUMNS if c in index.blocks.column_names]
+    rows = index.get_blocks(block_ids, columns=columns)
+    batch = collator(examples, rows, block_embeddings(index, block_ids))
+    batch["retrieval_scores"] = scores
+    return batch
+
+
+@torch.no_grad()
+def evaluate_open_qa(
+    model: Any,
+    tokenizer: Any,
+    index: Any,
+    examples: Sequence[Any],
+    top_k: int | None = None,
+    batch_size: int = 16,
+    retrieval: str = "dense",
+    bm25: Any = None,
+    predictions_file: str | os.PathLike | None = None,
+    device: torch.device | str | None = None,
+    query_max_length: int | None = None,
+    reader_max_length: int | None = None,
+    truncate_questions: bool = False,
+    progress: bool = True,
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    r"""
+    Open-QA evaluation: exact match and Recall@k over `examples`, with per-question predictions and provenance.
+
+    Results do not depend on `batch_size` (beyond float round-off in padded batches).
+
+    Args:
+        model (`RealmForOpenQA`): The model (put in eval mode for the call, then restored).
+        tokenizer: Its tokenizer.
+        index (`RealmIndex`): The fixed index the model retrieves from.
+        examples: QA dicts `{"question", "answers", "answer_format"}` (see [`load_qa_examples`]).
+        top_k (`int`, *optional*): Blocks read per question (default `model.config.top_k`).
+        batch_size (`int`, defaults to 16): Questions per forward pass.
+        retrieval (`str`, defaults to `"dense"`): `"dense"`, or `"bm25"` to retrieve with BM25 (`bm25`, a
+            [`Bm25Retriever`]; built over `index.blocks` when not given) and read with the same reader. BM25's
+            candidates are still weighted by the dense `p(z|x)` of their stored embeddings.
+        predictions_file (`str`, *optional*): Write the predictions as JSONL there.
+        device: Where the model runs (default: its device).
+        query_max_length, reader_max_length (`int`, *optional*): Shorter limits than the model's config.
+        truncate_questions (`bool`, defaults to `False`): Cut questions longer than `query_max_length` instead of
+            raising.
+        progress (`bool`): Show a tqdm bar.
+
+    Returns:
+        `(metrics, predictions)`: `metrics` holds `exact_match` and `recall@{k}` (and `recall@1`) as percentages,
+        `answerable` (percentage of questions with a gold span in the blocks the reader read: the reader's ceiling),
+        `count`, `seconds`; each prediction is a dict with `id`, `question`, `answers`, `answer_format`,
+        `prediction`, `correct`, `score` (`log p(z|x) + log p(s|z,x)`), `retrieval_prob` (`p(z|x)` of the block),
+        `block_id`, `title`, `evidence` (the block body with the answer marked `**...**`), `answer_in_top_k`,
+        `retrieved_block_ids`.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    examples = [normalize_qa_example(e, i, require_answers=True) for i, e in enumerate(examples)]
+    if not examples:
+        raise ValueError("evaluate_open_qa got no examples.")
+    k = int(top_k or model.config.top_k)
+    if retrieval == "bm25" and bm25 is None:
+        from .index.bm25 import Bm25Retriever
+
+        bm25 = Bm25Retriever(index)
+    if retrieval not in RETRIEVALS:
+        raise ValueError(f"retrieval must be one of {RETRIEVALS}, got {retrieval!r}.")
+    collator = make_collator(model, tokenizer, query_max_length, reader_max_length, truncate_questions)
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    began = time.perf_counter()
+    predictions: list[dict[str, Any]] = []
+    retrieved_texts: list[list[str]] = []
+    answerable = 0
+    try:
+        bar = tqdm(total=len(examples), desc="evaluate", disable=not progress)
+        for start in range(0, len(examples), batch_size):
+            chunk = examples[start : start + batch_size]
+            batch = retrieve_and_collate(model, index, collator, chunk, k, device, retrieval=retrieval, bm25=bm25)
+            inputs = {
+                name: tensor.to(device)
+                for name, tensor in model_inputs(batch).items()
+                if name not in ("start_positions", "end_positions")
+            }
+            out = model(**inputs)
+            retrieval_probs = out.retrieval_log_probs.exp().cpu()  # [B, k]
+            answerable += int(batch["answerable"].sum())
+            for b, example in enumerate(batch["examples"]):
+                candidate = int(out.best_candidate[b])
+                span_start, span_end = int(out.best_start[b]), int(out.best_end[b])
+                block = batch["candidates"][b][candidate]
+                answer, _, _ = block.span_to_text(span_start, span_end, tokenizer)
+                texts = [f"{c.title} {c.text}".strip() for c in batch["candidates"][b]]
+                retrieved_texts.append(texts)
+                predictions.append(
+                    {
+                        "id": example["id"],
+                        "question": example["question"],
+                        "answers": example["answers"],
+                        "answer_format": example["answer_format"],
+                        "prediction": answer,
+                        "correct": exact_match(answer, example["answers"], example["answer_format"]),
+                        "score": float(out.best_score[b]),
+                        "retrieval_prob": float(retrieval_probs[b, candidate]),
+                        "block_id": block.block_id,
+                        "title": block.title,
+                        "evidence": block.evidence(span_start, span_end, tokenizer),
+                        "answer_in_top_k": any(
+                            has_answer(text, example["answers"], example["answer_format"]) for text in texts
+                        ),
+                        "retrieved_block_ids": [c.block_id for c in batch["candidates"][b]],
+                        "retrieval": retrieval,
+                    }
+                )
+            bar.update(len(chunk))
+        bar.close()
+    finally:
+        model.train(was_training)
+
+    references = [p["answers"] for p in predictions]
+    formats = [p["answer_format"] for p in predictions]
+    metrics: dict[str, float] = dict(
+        evaluate_predictions([p["prediction"] for p in predictions], references, formats)
+    )
+    metrics[f"recall@{k}"] = recall_at_k(retrieved_texts, references, k, formats)
+    if k > 1:
+        metrics["recall@1"] = recall_at_k(retrieved_texts, references, 1, formats)
+    metrics["answerable"] = 100.0 * answerable / len(predictions)
+    metrics["seconds"] = time.perf_counter() - began
+    if predictions_file is not None:
+        directory = os.path.dirname(os.fspath(predictions_file))
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        with open(predictions_file, "w", encoding="utf-8") as f:
+            for prediction in predictions:
+                f.write(json.dumps(prediction, ensure_ascii=False) + "\n")
+        logger.info("Wrote %d predictions to %s", len(predictions), predictions_file)
+    logger.info(
+        "Open-QA (%s, k=%d) on %d questions: %s", retrieval, k, len(predictions),
+        " ".join(f"{name}={value:.4g}" for name, value in metrics.items()),
+    )
+    return metrics, predictions
+
+
+# --------------------------------------------------------------------------------------------- loading
+def resolve_index_directory(model_dir: str | os.PathLike, index_repo_id: str | None) -> str:
+    r"""
+    The index directory of a saved `RealmForOpenQA`, from `config.index_repo_id`.
+
+    Convention (written by `OpenQaTrainer.save_model`): a relative `index_repo_id` such as `"index"` is a folder
+    inside the model directory; an absolute path or an existing local directory is used as is. A Hub dataset repo
+    id is not resolved here (see `realm_hf.hub`).
+
+    Raises:
+        `FileNotFoundError`: when the model names no index or the folder does not exist.
+    """
+    if not index_repo_id:
+        raise FileNotFoundError(
+            f"The model at {model_dir} names no index (config.index_repo_id is empty); pass an index directory."
+        )
+    candidates = [os.path.join(os.fspath(model_dir), index_repo_id), index_repo_id]
+    for candidate in candidates:
+        if os.path.isdir(candidate):
+            return candidate
+    raise FileNotFoundError(
+        f"The index {index_repo_id!r} of the model at {model_dir} is neither a folder inside the model directory nor "
+        "a local directory; download it (realm_hf.hub) or pass an index directory."
+    )
+
+
+def load_open_qa(
+    model_dir: str | os.PathLike,
+    index_dir: str | os.PathLike | None = None,
+    check_fingerprint: bool = True,
+    device: torch.device | str | None = None,
+) -> tuple[Any, Any, Any]:
+    r"""
+    A saved `RealmForOpenQA`, its tokenizer and its index (from `index_dir`, else `config.index_repo_id`, see
+    [`resolve_index_directory`]). The index must match the retriever's embedding size and, with
+    `check_fingerprint`, its document tower's weights or the `config.index_fingerprint` recorded at fine-tuning.
+    """
+    from transformers import AutoTokenizer
+
+    from .index import RealmIndex
+    from .index.manifest import fingerprint_module
+    from .modeling import RealmForOpenQA
+
+    model = RealmForOpenQA.from_pretrained(model_dir).eval()
+    if device is not None:
+        model.to(device)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    directory = index_dir if index_dir is not None else resolve_index_directory(model_dir, model.config.index_repo_id)
+    index = RealmIndex.from_pretrained(directory, expected_dim=model.config.retriever_config.embedding_size)
+    current = fingerprint_module(model.retriever.document_embedder)
+    # the document tower, or the index the model recorded it was fine-tuned against (shared towers that moved)
+    if check_fingerprint and index.fingerprint not in {current, getattr(model.config, "index_fingerprint", None)}:
+        index.manifest.check_compatible(expected_fingerprint=current, source=os.fspath(directory))  # raises
+    return model, tokenizer, index
+
+
+@dataclass
+class OpenQaEvaluationArguments:
+    """Arguments of `examples/evaluate_openqa.py`."""
+
+    model: str = field(metadata={"help": "A RealmForOpenQA directory (e.g. <finetune output>/final)."})
+    qa_file: str = field(metadata={"help": "QA JSONL file(s) (comma-separated or a glob)."})
+    index_dir: str | None = field(default=None, metadata={"help": "Index directory (default: the model's own)."})
+    max_questions: int | None = field(default=None, metadata={"help": "Evaluate only the first N questions."})
+    skip_questions: int = field(default=0, metadata={"help": "Skip the first N questions (e.g. those trained on)."})
+    top_k: int | None = field(default=None, metadata={"help": "Blocks per question (default: config.top_k)."})
+    batch_size: int = field(default=16, metadata={"help": "Questions per forward pass."})
+    retrieval: str = field(default="dense", metadata={"help": "'dense' or 'bm25' (same reader)."})
+    predictions_file: str | None = field(default=None, metadata={"help": "Write per-question predictions (JSONL)."})
+    metrics_file: str | None = field(default=None, metadata={"help": "Write the metrics (JSON)."})
+    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+    check_fingerprint: bool = field(default=True, metadata={"help": "Refuse an index built by other doc-tower weights."})
+
+
+def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
+    """Load the model and its index, evaluate, write the files asked for; returns the metrics."""
+    model, tokenizer, index = load_open_qa(args.model, args.index_dir, check_fingerprint=args.check_fingerprint)
+    limit = None if args.max_questions is None else args.skip_questions + args.max_questions
+    examples = load_qa_examples(args.qa_file, max_questions=limit)[args.skip_questions :]
+    metrics, _ = evaluate_open_qa(
+        model, tokenizer, index, examples, top_k=args.top_k, batch_size=args.batch_size, retrieval=args.retrieval,
+        predictions_file=args.predictions_file, truncate_questions=args.truncate_questions,
+    )
+    if args.metrics_file:
+        with open(args.metrics_file, "w", encoding="utf-8") as f:
+            json.dump({"model": args.model, "qa_file": args.qa_file, "retrieval": args.retrieval, **metrics}, f, indent=2)
+    return metrics

@@ -1,0 +1,394 @@
+"""Open-QA fine-tuning of `RealmForOpenQA` on the shared Accelerate loop (REALM paper, section 3.4 / ORQA).
+
+The index is built once from the (pre-trained) document tower and never refreshed. Each step embeds the questions
+with the current query tower (no gradient), retrieves the top-k blocks, takes their *stored* embeddings from the
+index, and runs `RealmForOpenQA` with them as `candidate_embeds`: the relevance scores `q·e_z` are recomputed with
+gradient, so the span-marginal loss `-log Σ_z p(z|x) Σ_{s∈S(z,y)} p(s|z,x)` trains the query tower and the reader;
+the document tower is frozen (untied first when the towers are shared, see `OpenQaArguments.untie_towers`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AutoTokenizer
+
+from ..configuration import RealmForOpenQAConfig, RealmReaderConfig, RealmRetrieverConfig
+from ..corpus import split_into_blocks
+from ..data.openqa import OpenQaCollator, load_qa_examples, model_inputs
+from ..evaluation import evaluate_open_qa, resolve_index_directory, retrieve_and_collate
+from ..index import RealmIndex
+from ..index.manifest import MANIFEST_NAME, fingerprint_module
+from ..initial_weights import resolve_bert_path
+from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
+from ..modeling.retriever import load_bert_weights
+from .arguments import CorpusArguments, LoopArguments, ModelArguments
+from .loop import TrainingLoop, make_accelerator
+from .pretrain import TINY_BERT, _as_examples, _is_realm_dir, load_corpus_articles
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["INDEX_SUBDIR", "OpenQaArguments", "OpenQaTrainer", "load_open_qa_model", "untie_retriever_towers"]
+
+INDEX_SUBDIR = "index"
+"""Folder of a saved `RealmForOpenQA` that holds its index; `config.index_repo_id` is set to it (relative path)."""
+
+
+@dataclass
+class OpenQaArguments:
+    """Open-QA fine-tuning specifics (with `LoopArguments`, `ModelArguments` and `CorpusArguments`)."""
+
+    train_file: str = field(metadata={"help": "QA JSONL file(s) to fine-tune on (comma-separated or a glob)."})
+    eval_file: str | None = field(default=None, metadata={"help": "QA JSONL file(s) for exact match / Recall@k."})
+    max_train_questions: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
+    eval_skip_questions: int = field(
+        default=0, metadata={"help": "Skip the first N questions of eval_file (e.g. those trained on)."}
+    )
+    max_eval_questions: int | None = field(default=500, metadata={"help": "Evaluate on at most N questions."})
+    eval_batch_size: int = field(default=16, metadata={"help": "Questions per forward pass in evaluation."})
+    top_k: int = field(default=5, metadata={"help": "Blocks retrieved and read per question."})
+    model: str | None = field(
+        default=None,
+        metadata={
+            "help": "A RealmForOpenQA dir, a pre-training output dir (retriever/ + encoder/), or a BERT / 'minilm' "
+            "for both parts. Empty: the retriever from --retriever and the reader's BERT from --encoder."
+        },
+    )
+    index_dir: str | None = field(
+        default=None,
+        metadata={"help": "An existing index built by the retriever's document tower. Empty: the model's own index "
+                  "(a RealmForOpenQA dir), else one built over --corpus into <output_dir>/index."},
+    )
+    check_index_fingerprint: bool = field(
+        default=True, metadata={"help": "Refuse an index built by other document-tower weights."}
+    )
+    untie_towers: bool = field(
+        default=True,
+        metadata={"help": "With shared towers, fine-tune a copy as the query tower and keep the original (the one "
+                  "that built the index) as the frozen document tower, so the saved model matches its index."},
+    )
+    normalize_embeddings: bool = field(
+        default=False,
+        metadata={"help": "L2-normalize embeddings of a retriever built from a plain BERT (all-MiniLM's geometry: "
+                  "with --pooling mean --projection_size 0)."},
+    )
+    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+
+
+# ----------------------------------------------------------------------------------------------- models
+def _has_tokenizer(path: str) -> bool:
+    return any(os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "vocab.txt"))
+
+
+def _is_pretraining_dir(path: str) -> bool:
+    return _is_realm_dir(os.path.join(path, "retriever"), "realm_retriever") and _is_realm_dir(
+        os.path.join(path, "encoder"), "realm_knowledge_encoder"
+    )
+
+
+def _reader_from_encoder(encoder: RealmKnowledgeEncoder, max_length: int) -> RealmReader:
+    """A reader whose BERT is the pre-trained knowledge-augmented encoder's (the MLM head is dropped)."""
+    reader = RealmReader(
+        RealmReaderConfig(bert_config=encoder.config.bert_config.to_dict(), max_length=min(max_length, encoder.config.max_length))
+    )
+    load_bert_weights(reader.bert, encoder.bert)
+    return reader
+
+
+def _load_retriever(path: str, model_args: ModelArguments, corpus_args: CorpusArguments, normalize: bool) -> RealmRetriever:
+    if _is_realm_dir(path, "realm_retriever"):
+        return RealmRetriever.from_pretrained(path)
+    if _is_realm_dir(path, "realm_open_qa"):
+        return RealmForOpenQA.from_pretrained(path).retriever
+    return RealmRetriever.from_bert(
+        path, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
+        share_towers=model_args.share_towers, normalize_embeddings=normalize,
+        query_max_length=corpus_args.query_max_length, block_max_length=corpus_args.block_length,
+    )
+
+
+def _load_reader(path: str, corpus_args: CorpusArguments) -> RealmReader:
+    if _is_realm_dir(path, "realm_knowledge_encoder"):
+        return _reader_from_encoder(RealmKnowledgeEncoder.from_pretrained(path), corpus_args.joined_max_length)
+    if _is_realm_dir(path, "realm_reader"):
+        return RealmReader.from_pretrained(path)
+    return RealmReader.from_bert(path, max_length=corpus_args.joined_max_length)
+
+
+def load_open_qa_model(
+    openqa_args: OpenQaArguments, model_args: ModelArguments, corpus_args: CorpusArguments, vocab_size: int
+) -> RealmForOpenQA:
+    r"""
+    The model to fine-tune:
+
+    - `model_args.random_init`: tiny random retriever and reader (tests, smoke runs);
+    - `openqa_args.model` a `RealmForOpenQA` directory: as saved (its `top_k` replaced by `openqa_args.top_k`);
+    - `openqa_args.model` a pre-training output directory: `<dir>/retriever` and a reader whose BERT is
+      `<dir>/encoder`'s (the MLM head is dropped, the span scorer starts fresh);
+    - otherwise the retriever from `openqa_args.model or model_args.retriever` (a `RealmRetriever` dir or a BERT)
+      and the reader from `openqa_args.model or model_args.encoder` (a `RealmKnowledgeEncoder` / `RealmReader` dir
+      or a BERT). A retriever built from BERT takes `projection_size` (0 = none), `pooling` and `share_towers`.
+    """
+    if model_args.random_init:
+        bert = dict(TINY_BERT, vocab_size=vocab_size, max_position_embeddings=max(512, corpus_args.block_length))
+        config = RealmForOpenQAConfig(
+            retriever_config=RealmRetrieverConfig(
+                bert_config=bert, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
+                share_towers=model_args.share_towers, normalize_embeddings=openqa_args.normalize_embeddings,
+                query_max_length=corpus_args.query_max_length, block_max_length=corpus_args.block_length,
+            ).to_dict(),
+            reader_config=RealmReaderConfig(
+                bert_config=bert, max_length=corpus_args.joined_max_length, span_hidden_size=64
+            ).to_dict(),
+            top_k=openqa_args.top_k,
+        )
+        return RealmForOpenQA(config)
+    source = resolve_bert_path(openqa_args.model) if openqa_args.model else None
+    if source is not None and _is_realm_dir(source, "realm_open_qa"):
+        model = RealmForOpenQA.from_pretrained(source)
+        model.config.top_k = openqa_args.top_k
+        return model
+    if source is not None and _is_pretraining_dir(source):
+        retriever = RealmRetriever.from_pretrained(os.path.join(source, "retriever"))
+        reader = _reader_from_encoder(
+            RealmKnowledgeEncoder.from_pretrained(os.path.join(source, "encoder")), corpus_args.joined_max_length
+        )
+    else:
+        retriever = _load_retriever(
+            source or resolve_bert_path(model_args.retriever), model_args, corpus_args, openqa_args.normalize_embeddings
+        )
+        reader = _load_reader(source or resolve_bert_path(model_args.encoder), corpus_args)
+    return RealmForOpenQA.from_components(retriever, reader, top_k=openqa_args.top_k)
+
+
+def untie_retriever_towers(model: RealmForOpenQA) -> RealmForOpenQA:
+    r"""
+    Give a shared-tower retriever two towers with the same weights: the query tower (trained) and the document
+    tower (kept as is). Fine-tuning then leaves the tower that built the index untouched, so the saved model can
+    still embed new blocks for its index and its fingerprint still matches the index manifest.
+    """
+    old = model.retriever
+    if old.doc_embedder is not None:
+        return model
+    config = RealmRetrieverConfig.from_dict({**old.config.to_dict(), "share_towers": False})
+    new = RealmRetriever(config).to(device=next(old.parameters()).device, dtype=next(old.parameters()).dtype)
+    new.query_embedder.load_state_dict(old.query_embedder.state_dict())
+    new.doc_embedder.load_state_dict(old.query_embedder.state_dict())
+    model.retriever = new
+    model.config.retriever_config = config
+    return model
+
+
+def _tokenizer_path(openqa_args: OpenQaArguments, model_args: ModelArguments) -> str:
+    candidates = []
+    if not model_args.random_init:
+        if openqa_args.model:
+            source = resolve_bert_path(openqa_args.model)
+            candidates += [source, os.path.join(source, "retriever"), os.path.join(source, "encoder")]
+        else:
+            candidates += [resolve_bert_path(model_args.retriever), resolve_bert_path(model_args.encoder)]
+    for path in candidates:
+        if os.path.isdir(path) and _has_tokenizer(path):
+            return path
+    if candidates and not os.path.isdir(candidates[0]):
+        return candidates[0]  # a Hub id
+    return resolve_bert_path("minilm")
+
+
+# ---------------------------------------------------------------------------------------------- trainer
+class OpenQaTrainer(TrainingLoop):
+    r"""
+    Open-QA fine-tuning of `RealmForOpenQA` on the shared Accelerate loop.
+
+    The index is fixed for the whole run: `openqa_args.index_dir`; else the index of a `RealmForOpenQA` being
+    fine-tuned further; else `<output_dir>/index`, reused when it exists and was built by the same document tower,
+    otherwise built over `corpus_args.corpus` with the model's document tower and saved there. An index built by other
+    weights is refused (`check_index_fingerprint`).
+
+    Logged per step (besides `loss`, `learning_rate`, `steps_per_second`): `answerable`, the fraction of questions
+    with a gold span in the retrieved blocks (the rest contribute no loss; a batch with none has loss 0, which
+    `loss` averages in), `answerable_loss`, the loss averaged over batches with some answerable question only, and
+    `gold_retrieval_mass`, the `p(z|x)` put on blocks holding the answer (averaged over answerable questions; it rises
+    as the query tower learns).
+    With an eval file, `evaluate` reports exact match, Recall@k and the reader's ceiling (`answerable`).
+
+    `save_model(dir)` writes the `RealmForOpenQA` and its tokenizer to `dir`, the index into `dir/index`, and sets
+    `config.index_repo_id = "index"` (and `config.index_fingerprint`) before saving: a *relative* `index_repo_id`
+    names a folder inside the model directory (see `realm_hf.evaluation.resolve_index_directory` and `load_open_qa`), so the directory is a
+    self-contained model + index bundle.
+
+    Args:
+        loop_args ([`LoopArguments`]), model_args ([`ModelArguments`]), corpus_args ([`CorpusArguments`]),
+        openqa_args ([`OpenQaArguments`]): see `realm_hf.training.arguments` and [`OpenQaArguments`].
+    """
+
+    def __init__(
+        self,
+        loop_args: LoopArguments,
+        model_args: ModelArguments,
+        corpus_args: CorpusArguments,
+        openqa_args: OpenQaArguments,
+    ):
+        accelerator = make_accelerator(loop_args)
+        self.corpus_args, self.openqa_args = corpus_args, openqa_args
+        self.tokenizer = AutoTokenizer.from_pretrained(_tokenizer_path(openqa_args, model_args))
+        model = load_open_qa_model(openqa_args, model_args, corpus_args, len(self.tokenizer))
+        if model.retriever.doc_embedder is None and openqa_args.untie_towers:
+            model = untie_retriever_towers(model)
+        if model.retriever.doc_embedder is not None:
+            model.retriever.doc_embedder.requires_grad_(False)  # the index's embeddings came from it
+        else:
+            logger.info("Shared retriever towers: the index stays fixed while the shared tower is fine-tuned")
+        self.top_k = openqa_args.top_k
+        self.collator = OpenQaCollator(
+            self.tokenizer,
+            query_max_length=min(corpus_args.query_max_length, model.config.retriever_config.query_max_length),
+            reader_max_length=min(corpus_args.joined_max_length, model.config.reader_config.max_length),
+            max_span_width=model.config.reader_config.max_span_width,
+            truncate_questions=openqa_args.truncate_questions,
+        )
+        self.train_examples = load_qa_examples(openqa_args.train_file, max_questions=openqa_args.max_train_questions)
+        self.eval_examples = None
+        if openqa_args.eval_file:
+            limit = openqa_args.max_eval_questions
+            limit = None if limit is None else openqa_args.eval_skip_questions + limit
+            self.eval_examples = load_qa_examples(openqa_args.eval_file, max_questions=limit)[
+                openqa_args.eval_skip_questions :
+            ] or None
+        # fail now, not hours in, on a question longer than query_max_length (unless truncating)
+        self.collator.question_ids([e["question"] for e in self.train_examples + (self.eval_examples or [])])
+        logger.info(
+            "%d training questions, %d evaluation questions", len(self.train_examples), len(self.eval_examples or [])
+        )
+        generator = torch.Generator().manual_seed(loop_args.seed)
+        dataloader = torch.utils.data.DataLoader(
+            self.train_examples, batch_size=loop_args.per_device_batch_size, shuffle=True, generator=generator,
+            collate_fn=_as_examples, num_workers=loop_args.num_workers,
+        )
+        self._source_model_dir = (
+            resolve_bert_path(openqa_args.model)
+            if openqa_args.model and _is_realm_dir(resolve_bert_path(openqa_args.model), "realm_open_qa")
+            else None
+        )
+        # the fingerprint of the tower that must have built the index, taken before any training step
+        self._doc_fingerprint = fingerprint_module(model.retriever.document_embedder)
+        super().__init__(
+            loop_args, model, dataloader, accelerator=accelerator,
+            config={**vars(model_args), **vars(corpus_args), **vars(openqa_args), **vars(loop_args)},
+        )
+        self.index = self._prepare_index()
+        if self.top_k > self.index.num_blocks:
+            raise ValueError(f"top_k={self.top_k} is larger than the index ({self.index.num_blocks} blocks); lower it.")
+
+    @property
+    def open_qa_model(self) -> RealmForOpenQA:
+        return self.accelerator.unwrap_model(self.model)
+
+    # ------------------------------------------------------------------------------------------------ index
+    def _load_index(self, directory: str) -> RealmIndex:
+        index = RealmIndex.from_pretrained(
+            directory, expected_dim=self.open_qa_model.config.retriever_config.embedding_size
+        )
+        # the current document tower, or the one an Open-QA checkpoint recorded (shared towers that moved)
+        accepted = {self._doc_fingerprint, getattr(self.open_qa_model.config, "index_fingerprint", None)}
+        if self.openqa_args.check_index_fingerprint and index.fingerprint not in accepted:
+            index.manifest.check_compatible(expected_fingerprint=self._doc_fingerprint, source=directory)  # raises
+        return index
+
+    def _prepare_index(self) -> RealmIndex:
+        if self.openqa_args.index_dir:
+            logger.info("Using the index at %s", self.openqa_args.index_dir)
+            return self._load_index(self.openqa_args.index_dir)
+        if self._source_model_dir is not None and self.open_qa_model.config.index_repo_id:
+            directory = resolve_index_directory(self._source_model_dir, self.open_qa_model.config.index_repo_id)
+            logger.info("Using the index of %s at %s", self._source_model_dir, directory)
+            return self._load_index(directory)
+        directory = os.path.join(self.args.output_dir, INDEX_SUBDIR)
+        if self.accelerator.is_main_process and not self._reusable(directory):
+            self._build_index().save_pretrained(directory)
+        self.accelerator.wait_for_everyone()
+        return self._load_index(directory)
+
+    def _reusable(self, directory: str) -> bool:
+        manifest = os.path.join(directory, MANIFEST_NAME)
+        if not os.path.isfile(manifest):
+            return False
+        with open(manifest, encoding="utf-8") as f:
+            fingerprint = json.load(f).get("fingerprint")
+        if fingerprint != self._doc_fingerprint:
+            logger.info("The index at %s was built by other weights; rebuilding it", directory)
+            return False
+        logger.info("Reusing the index at %s (built by the same document tower)", directory)
+        return True
+
+    def _build_index(self) -> RealmIndex:
+        corpus_args = self.corpus_args
+        retriever = self.open_qa_model.retriever
+        articles = load_corpus_articles(corpus_args.corpus, corpus_args.max_articles)
+        blocks = split_into_blocks(
+            articles, self.tokenizer, max_length=min(corpus_args.block_length, retriever.config.block_max_length),
+            num_proc=corpus_args.num_proc, cache_dir=corpus_args.cache_dir,
+        )
+        dtype = corpus_args.embed_dtype
+        logger.info("Building the fixed index over %d blocks of %s", len(blocks), corpus_args.corpus)
+        return RealmIndex.build(
+            blocks, retriever, tokenizer=self.tokenizer, index_type=corpus_args.index_type,
+            batch_size=corpus_args.embed_batch_size, device=self.accelerator.device,
+            dtype=getattr(torch, dtype) if dtype and dtype != "float32" else None,
+        )
+
+    # ------------------------------------------------------------------------------------------------- step
+    def retrieve_and_collate(self, examples: list[dict]) -> dict:
+        """Retrieve with the current query tower (no gradient) and collate; tensors stay on CPU."""
+        return retrieve_and_collate(
+            self.open_qa_model, self.index, self.collator, examples, self.top_k, device=self.accelerator.device
+        )
+
+    def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float]]:
+        batch = self.retrieve_and_collate(examples)
+        device = self.accelerator.device
+        out = self.model(**{name: tensor.to(device) for name, tensor in model_inputs(batch).items()})
+        logs = {"answerable": batch["answerable"].float().mean().item()}
+        answerable = batch["answerable"].to(device)
+        if answerable.any():
+            has_gold = (batch["start_positions"] >= 0).any(-1).to(device)  # [B, K]
+            mass = (out.retrieval_log_probs.detach().exp() * has_gold).sum(-1)  # [B]
+            logs["gold_retrieval_mass"] = mass[answerable].mean().item()
+            # `loss` averages in the zeros of batches with nothing answerable; this one does not
+            logs["answerable_loss"] = out.loss.item()
+        return out.loss, logs
+
+    # ------------------------------------------------------------------------------------------- evaluation
+    def evaluate(self, step: int) -> dict[str, float]:
+        if not self.eval_examples or not self.accelerator.is_main_process:
+            return {}
+        metrics, _ = evaluate_open_qa(
+            self.open_qa_model, self.tokenizer, self.index, self.eval_examples, top_k=self.top_k,
+            batch_size=self.openqa_args.eval_batch_size, device=self.accelerator.device,
+            predictions_file=os.path.join(self.args.output_dir, "eval_predictions.jsonl"),
+            truncate_questions=self.openqa_args.truncate_questions, progress=False,
+        )
+        return metrics
+
+    def extra_state(self) -> dict:
+        return {"index_fingerprint": self.index.fingerprint, "index_blocks": self.index.num_blocks}
+
+    def save_model(self, directory: str) -> None:
+        r"""
+        Save the model + tokenizer to `directory` and the index to `directory/index`, with
+        `config.index_repo_id = "index"` (a path relative to the model directory), `config.index_fingerprint` (the
+        index manifest's fingerprint) and `config.top_k` set.
+        """
+        model = self.open_qa_model
+        model.config.index_repo_id = INDEX_SUBDIR
+        model.config.index_revision = None
+        # pairs the model with its index even when shared towers moved (see realm_hf.hub.expected_index_fingerprint)
+        model.config.index_fingerprint = self.index.fingerprint
+        model.config.top_k = self.top_k
+        model.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        self.index.save_pretrained(os.path.join(directory, INDEX_SUBDIR))

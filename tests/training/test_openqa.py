@@ -1,0 +1,166 @@
+"""Open-QA fine-tuning through the real trainer: tiny random models, a synthetic corpus, a fixed index."""
+
+import json
+import os
+
+import pytest
+import torch
+from openqa_helpers import ARTICLES, QUESTIONS, TINY, load_tokenizer, write_jsonl
+from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
+
+from realm_hf import RealmForOpenQA, RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig, RealmRetriever, RealmRetrieverConfig
+from realm_hf.evaluation import evaluate_open_qa, load_open_qa
+from realm_hf.index import RealmIndex
+from realm_hf.index.manifest import fingerprint_module
+from realm_hf.training import CorpusArguments, LoopArguments, ModelArguments
+from realm_hf.training.openqa import OpenQaArguments, OpenQaTrainer, load_open_qa_model
+
+
+@pytest.fixture
+def data(tmp_path):
+    corpus = write_jsonl(tmp_path / "articles.jsonl", ARTICLES)
+    qa = write_jsonl(tmp_path / "qa.jsonl", QUESTIONS)
+    return corpus, qa
+
+
+def make_trainer(output_dir, corpus, qa, max_steps=30, share_towers=True, untie=True, **openqa):
+    loop = LoopArguments(
+        output_dir=str(output_dir), max_steps=max_steps, per_device_batch_size=5, learning_rate=2e-3,
+        logging_steps=3, save_steps=0, report_to="none", seed=0,
+    )
+    model = ModelArguments(random_init=True, pooling="mean", projection_size=16, share_towers=share_towers)
+    corpus_args = CorpusArguments(
+        corpus=corpus, block_length=64, query_max_length=32, joined_max_length=96, index_type="torch-exact",
+        embed_dtype="float32", embed_batch_size=8,
+    )
+    args = OpenQaArguments(train_file=qa, eval_file=qa, top_k=3, untie_towers=untie, eval_batch_size=4, **openqa)
+    return OpenQaTrainer(loop, model, corpus_args, args)
+
+
+def test_fine_tuning_loss_goes_down_and_the_model_reloads_with_its_index(tmp_path, data):
+    corpus, qa = data
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=30)
+    model = trainer.open_qa_model
+    # shared towers were untied: the frozen document tower is the one that built the index
+    assert model.retriever.doc_embedder is not None and not model.config.retriever_config.share_towers
+    assert not any(p.requires_grad for p in model.retriever.doc_embedder.parameters())
+    doc_before = {k: v.clone() for k, v in model.retriever.doc_embedder.state_dict().items()}
+    query_before = {k: v.clone() for k, v in model.retriever.query_embedder.state_dict().items()}
+    assert trainer.index.fingerprint == fingerprint_module(model.retriever.doc_embedder)
+    assert trainer.index.num_blocks == len(ARTICLES)
+
+    history = trainer.train()
+    records = [r for r in history if "loss" in r]
+    losses = [r["loss"] for r in records]
+    assert len(losses) == 10
+    assert sum(losses[-3:]) / 3 < 0.5 * sum(losses[:3]) / 3, losses
+    assert all(0 <= r["answerable"] <= 1 for r in records) and all("steps_per_second" in r for r in records)
+    assert records[-1]["gold_retrieval_mass"] > 0 and records[-1]["answerable_loss"] > 0
+    final_eval = history[-1]
+    assert {"eval/exact_match", "eval/recall@3", "eval/answerable"} <= set(final_eval)
+    assert os.path.isfile(tmp_path / "run" / "eval_predictions.jsonl")
+
+    # the query tower learned (gradients through the relevance scores), the document tower did not move
+    model = trainer.open_qa_model
+    for name, value in model.retriever.doc_embedder.state_dict().items():
+        torch.testing.assert_close(value, doc_before[name])
+    assert any(not torch.equal(v, query_before[k]) for k, v in model.retriever.query_embedder.state_dict().items())
+
+    # the saved directory is a model + index bundle: index_repo_id="index" is a folder inside it
+    final = tmp_path / "run" / "final"
+    assert json.loads((final / "config.json").read_text())["index_repo_id"] == "index"
+    assert (final / "index" / "manifest.json").is_file() and (final / "tokenizer.json").is_file()
+    reloaded, tokenizer, index = load_open_qa(final)
+    assert reloaded.config.top_k == 3 and index.num_blocks == len(ARTICLES)
+    assert index.fingerprint == fingerprint_module(reloaded.retriever.document_embedder)
+    for name, value in reloaded.state_dict().items():
+        torch.testing.assert_close(value, model.state_dict()[name])
+    metrics, predictions = evaluate_open_qa(reloaded, tokenizer, index, QUESTIONS, progress=False)
+    assert metrics["exact_match"] == final_eval["eval/exact_match"]
+    # ten steps over ten questions are enough for a tiny reader to learn most answers
+    assert metrics["exact_match"] >= 50, predictions
+
+
+def test_gradients_reach_the_query_tower_through_the_relevance_scores(tmp_path, data):
+    corpus, qa = data
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=1)
+    batch = [dict(q) for q in QUESTIONS[:5]]
+    loss, logs = trainer.training_step(batch)
+    assert logs["answerable"] > 0 and loss.requires_grad
+    loss.backward()
+    model = trainer.open_qa_model
+    query_grads = [p.grad for p in model.retriever.query_embedder.parameters() if p.grad is not None]
+    assert query_grads and any(g.abs().sum() > 0 for g in query_grads)
+    assert all(p.grad is None for p in model.retriever.doc_embedder.parameters())
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.reader.parameters())
+
+
+def test_shared_towers_can_stay_shared_and_the_built_index_is_reused(tmp_path, data):
+    corpus, qa = data
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=2, untie=False)
+    assert trainer.open_qa_model.retriever.doc_embedder is None
+    built = os.path.getmtime(tmp_path / "run" / "index" / "manifest.json")
+    again = make_trainer(tmp_path / "run", corpus, qa, max_steps=2, untie=False)
+    assert os.path.getmtime(tmp_path / "run" / "index" / "manifest.json") == built
+    assert again.index.fingerprint == trainer.index.fingerprint
+    # the shared tower moves, the index stays fixed; the saved config pairs the model with that index
+    again.train()
+    model, _, index = load_open_qa(tmp_path / "run" / "final")
+    assert fingerprint_module(model.retriever.document_embedder) != index.fingerprint
+    assert model.config.index_fingerprint == index.fingerprint == trainer.index.fingerprint
+
+
+def test_an_index_built_by_other_weights_is_refused(tmp_path, data):
+    corpus, qa = data
+    tokenizer = load_tokenizer()
+    other = RealmRetriever(RealmRetrieverConfig(
+        bert_config=dict(TINY, vocab_size=len(tokenizer)), projection_size=16, pooling="mean",
+        query_max_length=32, block_max_length=64,
+    ))
+    RealmIndex.build(ARTICLES, other, tokenizer=tokenizer, index_type="torch-exact", max_length=64).save_pretrained(
+        tmp_path / "other-index"
+    )
+    with pytest.raises(ValueError, match="fingerprint"):
+        make_trainer(tmp_path / "run", corpus, qa, index_dir=str(tmp_path / "other-index"))
+    trainer = make_trainer(
+        tmp_path / "run", corpus, qa, index_dir=str(tmp_path / "other-index"), check_index_fingerprint=False
+    )
+    assert trainer.index.num_blocks == len(ARTICLES)
+
+
+def test_reader_starts_from_the_pretrained_knowledge_encoder(tmp_path):
+    tokenizer = load_tokenizer()
+    bert = dict(TINY, vocab_size=len(tokenizer))
+    retriever = RealmRetriever(RealmRetrieverConfig(bert_config=bert, projection_size=16, query_max_length=32,
+                                                    block_max_length=64))
+    encoder = RealmKnowledgeEncoder(RealmKnowledgeEncoderConfig(bert_config=bert, max_length=96,
+                                                                mask_token_id=tokenizer.mask_token_id))
+    retriever.save_pretrained(tmp_path / "pretrained" / "retriever")
+    encoder.save_pretrained(tmp_path / "pretrained" / "encoder")
+    model = load_open_qa_model(
+        OpenQaArguments(train_file="unused", model=str(tmp_path / "pretrained"), top_k=4),
+        ModelArguments(), CorpusArguments(joined_max_length=96), len(tokenizer),
+    )
+    assert isinstance(model, RealmForOpenQA) and model.config.top_k == 4
+    for name, value in encoder.bert.state_dict().items():
+        torch.testing.assert_close(model.reader.bert.state_dict()[name], value)
+    for name, value in retriever.state_dict().items():
+        torch.testing.assert_close(model.retriever.state_dict()[name], value)
+    # and a saved RealmForOpenQA loads as is, with the new top_k
+    model.save_pretrained(tmp_path / "openqa")
+    again = load_open_qa_model(
+        OpenQaArguments(train_file="unused", model=str(tmp_path / "openqa"), top_k=2),
+        ModelArguments(), CorpusArguments(), len(tokenizer),
+    )
+    assert again.config.top_k == 2
+
+
+def test_bad_training_data_fails_before_training(tmp_path, data):
+    corpus, _ = data
+    long = write_jsonl(tmp_path / "long.jsonl", QUESTIONS + [{"question": "why " * 60, "answers": ["x"]}])
+    with pytest.raises(ValueError, match="more than query_max_length=32"):
+        make_trainer(tmp_path / "run", corpus, long)
+    empty = write_jsonl(tmp_path / "empty.jsonl", QUESTIONS + [{"question": " ", "answers": ["x"]}])
+    with pytest.raises(ValueError, match="QA example 10 .* empty question"):
+        make_trainer(tmp_path / "run", corpus, empty)
+    assert not (tmp_path / "run" / "index").exists()
