@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import torch
 
+from ..metrics import compile_answer_pattern
+
 
 logger = logging.getLogger(__name__)
 
@@ -25,19 +27,8 @@ __all__ = ["find_answer_spans", "pad_answer_spans"]
 Span = tuple[int, int]
 
 # The flags of DrQA / ORQA / DPR for regex answers (see realm_hf.metrics).
-_ANSWER_REGEX_FLAGS = re.IGNORECASE | re.UNICODE | re.MULTILINE
 # Whitespace next to a punctuation character (anything neither a word character nor a space).
 _SPACE_AROUND_PUNCTUATION = re.compile(r"\s+(?=[^\w\s])|(?<=[^\w\s])\s+")
-
-
-def _compile_pattern(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern, flags=_ANSWER_REGEX_FLAGS)
-    except re.error as error:
-        raise ValueError(
-            f"Answer regex {pattern!r} does not compile ({error}). Fix the pattern in the dataset, or pass "
-            "answer_format='text' if the answers are plain strings."
-        ) from error
 
 
 def _as_block(block_token_ids: Sequence[int] | Sequence[str] | torch.Tensor) -> list[Any]:
@@ -117,7 +108,7 @@ def _block_texts(ids: list[int], tokenizer: Any) -> list[tuple[str, list[tuple[i
 
 
 def _regex_spans(block: list[Any], answers: Sequence[str], tokenizer: Any, max_span_width: int) -> set[Span]:
-    patterns = [_compile_pattern(answer) for answer in answers]
+    patterns = [compile_answer_pattern(answer) for answer in answers]
     ids = list(tokenizer.convert_tokens_to_ids(block)) if block and isinstance(block[0], str) else block
     spans: set[Span] = set()
     for text, offsets in _block_texts(ids, tokenizer):
