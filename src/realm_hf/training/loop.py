@@ -192,7 +192,8 @@ class TrainingLoop:
                     break
             epoch += 1
         progress.close()
-        final_eval = self.evaluate(self.step)
+        evaluated_last_step = bool(args.eval_steps) and self.step % args.eval_steps == 0
+        final_eval = {} if evaluated_last_step else self.evaluate(self.step)
         if final_eval:
             self._log({f"eval/{k}": v for k, v in final_eval.items()})
         self.accelerator.wait_for_everyone()
