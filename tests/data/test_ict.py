@@ -1,4 +1,3 @@
-import importlib.util
 import logging
 
 import datasets
