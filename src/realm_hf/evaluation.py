@@ -44,16 +44,8 @@ _BLOCK_COLUMNS = ("block_id", "title", "text", "input_ids", "token_type_ids")
 
 
 def block_embeddings(index: Any, block_ids: torch.Tensor | np.ndarray) -> torch.Tensor:
-    r"""
-    The stored document embeddings of `block_ids` (any shape, e.g. `[B, K]` search results): `[..., D]` float32.
-
-    These are the vectors the index searched with, so relevance scores recomputed from them with the current query
-    tower rank the candidates as the index would with a fresh query (only the choice of the k blocks is stale).
-    """
-    ids = block_ids.cpu().numpy() if isinstance(block_ids, torch.Tensor) else np.asarray(block_ids)
-    rows = index.store.rows_of(ids)  # raises KeyError on unknown ids
-    vectors = np.asarray(index.embeddings[rows.reshape(-1)], dtype=np.float32)  # [B*K, D] (a copy)
-    return torch.from_numpy(vectors).view(*rows.shape, -1)
+    """The stored embeddings `[..., D]` of `block_ids` (see [`RealmIndex.get_embeddings`])."""
+    return index.get_embeddings(block_ids)
 
 
 def make_collator(

@@ -374,6 +374,21 @@ class RealmIndex:
         return self._exact_backend
 
     # -------------------------------------------------------------------------------------------------- blocks
+    def get_embeddings(self, block_ids: torch.Tensor | np.ndarray) -> torch.Tensor:
+        r"""
+        The stored document embeddings of `block_ids` (any shape, e.g. `[B, k]` search results): `[..., D]` float32.
+
+        These are the vectors the index searched with, so relevance scores recomputed from them with the current
+        query tower rank the candidates as the index would (only the choice of the k blocks is stale).
+
+        Raises:
+            `KeyError`: naming ids that are not in the index.
+        """
+        ids = block_ids.cpu().numpy() if isinstance(block_ids, torch.Tensor) else np.asarray(block_ids)
+        rows = self.store.rows_of(ids)
+        vectors = np.asarray(self.embeddings[rows.reshape(-1)], dtype=np.float32)  # [N, D] (a copy)
+        return torch.from_numpy(vectors).view(*rows.shape, -1)
+
     def get_blocks(self, block_ids: Any, columns: Iterable[str] | None = None) -> dict[str, list]:
         r"""
         The block rows for a `[B, k]` (or `[n]`) tensor of block ids, e.g. the ids returned by [`search`].

@@ -115,14 +115,22 @@ def check_positive_int(name: str, value: Any) -> int:
 
 def block_embeddings(index: Any, block_ids: torch.Tensor) -> torch.Tensor | None:
     """The stored embeddings `[B, k, D]` of the blocks `block_ids` `[B, k]`, or `None` when the index keeps them out
-    of reach (then the caller embeds the blocks with the document tower)."""
-    store = getattr(index, "store", None)
-    embeddings = getattr(index, "embeddings", None)
-    if store is None or embeddings is None or not hasattr(store, "rows_of"):
+    of reach (a sharded index: then the caller embeds the blocks with the document tower)."""
+    if not hasattr(index, "get_embeddings"):
         return None
-    rows = store.rows_of(block_ids.cpu().numpy())  # [B, k]
-    import numpy as np
+    return index.get_embeddings(block_ids)
 
-    return torch.from_numpy(np.asarray(embeddings[rows.reshape(-1)], dtype=np.float32)).view(
-        *block_ids.shape, -1
-    )  # [B, k, D]
+
+def resolve_call_index(index: Any, default: Any, cache: dict[str, Any], **load_kwargs: Any) -> Any:
+    """The index of one pipeline call: the pipeline's own (`index=None`), an index object (its dimension checked), or
+    a path / repo id loaded once and kept in `cache`. `load_kwargs` go to [`load_index_for_model`]."""
+    from .index_loading import load_index_for_model
+
+    if index is None:
+        return default
+    if hasattr(index, "search"):
+        return load_index_for_model(None, index=index, **load_kwargs)
+    key = str(index)
+    if key not in cache:
+        cache[key] = load_index_for_model(None, index=index, **load_kwargs)
+    return cache[key]

@@ -47,7 +47,15 @@ from transformers.pipelines.base import Pipeline
 
 from ..data.collators import IGNORE_INDEX, RealmPretrainingCollator
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
-from ._utils import check_batch, check_fast_tokenizer, check_positive_int, check_text, encode_query, load_tokenizer_from
+from ._utils import (
+    check_batch,
+    check_fast_tokenizer,
+    check_positive_int,
+    check_text,
+    encode_query,
+    load_tokenizer_from,
+    resolve_call_index,
+)
 from .index_loading import load_index_for_model
 
 logger = logging.getLogger(__name__)
@@ -194,15 +202,9 @@ class RealmFillMaskPipeline(Pipeline):
         return {}, forward_params, postprocess_params
 
     def _resolve_index(self, index: Any) -> Any:
-        if index is None:
-            return self.index
-        expected_dim = self.retriever.config.embedding_size
-        if hasattr(index, "search"):
-            return load_index_for_model(None, None, index, expected_dim=expected_dim)
-        key = str(index)
-        if key not in self._call_indexes:
-            self._call_indexes[key] = load_index_for_model(None, None, index, expected_dim=expected_dim)
-        return self._call_indexes[key]
+        return resolve_call_index(
+            index, self.index, self._call_indexes, expected_dim=self.retriever.config.embedding_size
+        )
 
     # --------------------------------------------------------------------------------------------------- call
     def __call__(self, inputs: Any = None, *args: Any, **kwargs: Any) -> Any:

@@ -48,6 +48,7 @@ from ._utils import (
     check_text,
     encode_query,
     load_tokenizer_from,
+    resolve_call_index,
 )
 from .index_loading import load_index_for_model, resolve_model_dir
 
@@ -127,14 +128,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         return {}, forward_params, postprocess_params
 
     def _resolve_index(self, index: Any) -> Any:
-        if index is None:
-            return self.index
-        if hasattr(index, "search"):
-            return load_index_for_model(None, self.model.config, index)  # checks its dimension
-        key = str(index)
-        if key not in self._call_indexes:
-            self._call_indexes[key] = load_index_for_model(None, self.model.config, index)
-        return self._call_indexes[key]
+        return resolve_call_index(index, self.index, self._call_indexes, config=self.model.config)  # checks its dimension
 
     # --------------------------------------------------------------------------------------------------- call
     def __call__(self, inputs: Any = None, *args: Any, **kwargs: Any) -> Any:
