@@ -40,6 +40,20 @@ def test_load_jsonl_with_regex_answers_and_limit(tmp_path):
     assert len(load_qa_examples(f"{path},{other}")) == len(QUESTIONS) + 2
 
 
+def test_slices_hold_questions_out_without_overlap(tmp_path):
+    path = write_jsonl(tmp_path / "qa.jsonl", QUESTIONS)
+    held_out = load_qa_examples(f"{path}[:3]")
+    rest = load_qa_examples(f"{path}[3:]")
+    assert [e["question"] for e in held_out] == [q["question"] for q in QUESTIONS[:3]]
+    assert [e["question"] for e in rest] == [q["question"] for q in QUESTIONS[3:]]
+    assert [e["question"] for e in load_qa_examples(f"{path}[2:5]")] == [q["question"] for q in QUESTIONS[2:5]]
+    # a slice per file in a list, and max_questions on top of a slice
+    both = load_qa_examples(f"{path}[1:2],{path}[4:]", max_questions=3)
+    assert [e["question"] for e in both] == [q["question"] for q in QUESTIONS[1:2] + QUESTIONS[4:6]]
+    with pytest.raises(ValueError, match=r"qa.jsonl\[-1:\]"):
+        load_qa_examples(f"{path}[-1:]")
+
+
 def test_load_from_a_datasets_dataset_with_an_answer_column():
     dataset = datasets.Dataset.from_dict({"question": ["who wrote moby-dick", "capital?"],
                                           "answer": [["Melville"], ["Paris", "paris"]]})

@@ -24,6 +24,7 @@ import gzip
 import json
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,31 +133,55 @@ def normalize_qa_example(
             "answer_format": fmt}
 
 
-def _resolve_qa_files(source: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
+_SLICE_PATTERN = re.compile(r"^(?P<path>.+?)\[(?P<start>\d*):(?P<stop>\d*)\]$")
+
+
+def split_slice(part: str) -> tuple[str, slice]:
+    r"""
+    Split `"file.jsonl[1000:]"` (the `datasets` split-slicing syntax on a path) into the path and `slice(1000, None)`;
+    a path without brackets gets `slice(None)`. Used to hold questions out: `nq-dev.jsonl[:1000]` for evaluation and
+    `nq-dev.jsonl[1000:]` for training.
+    """
+    match = _SLICE_PATTERN.match(part)
+    if match is None:
+        if part.endswith("]") and "[" in part:
+            raise ValueError(f"Bad slice in {part!r}: use file.jsonl[start:stop] with non-negative integers.")
+        return part, slice(None)
+    start, stop = (int(match[name]) if match[name] else None for name in ("start", "stop"))
+    return match["path"], slice(start, stop)
+
+
+def _resolve_qa_files(source: str | os.PathLike | Sequence[str | os.PathLike]) -> list[tuple[str, slice]]:
     items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-    files: list[str] = []
+    files: list[tuple[str, slice]] = []
     for item in items:
         for part in os.fspath(item).split(","):
             part = part.strip()
             if not part:
                 continue
+            part, rows = split_slice(part)
             matches = sorted(glob.glob(part)) if glob.has_magic(part) else ([part] if os.path.isfile(part) else [])
             if not matches:
                 raise FileNotFoundError(f"No QA file at {part} (expected JSONL or JSONL.gz with question/answers).")
-            files.extend(matches)
+            files.extend((match, rows) for match in matches)
     if not files:
         raise FileNotFoundError(f"No QA file in {source!r}.")
     return files
 
 
-def _read_jsonl(path: str, limit: int | None) -> list[dict]:
+def _read_jsonl(path: str, limit: int | None, rows_slice: slice = slice(None)) -> list[dict]:
+    """The JSON rows `rows_slice` of a JSONL file (blank lines not counted), at most `limit` of them."""
     opener = gzip.open if path.endswith(".gz") else open
-    rows = []
+    start, stop = rows_slice.start or 0, rows_slice.stop
+    rows, seen = [], 0
     with opener(path, "rt", encoding="utf-8") as f:
         for line_number, line in enumerate(f, 1):
-            if limit is not None and len(rows) >= limit:
+            if (limit is not None and len(rows) >= limit) or (stop is not None and seen >= stop):
                 break
             if not line.strip():
+                continue
+            seen += 1
+            if seen <= start:
                 continue
             try:
                 rows.append(json.loads(line))
@@ -179,7 +204,8 @@ def load_qa_examples(
 
     Args:
         source: A JSONL / JSONL.gz file, a glob, a comma-separated list of those, or a list of paths (the format of
-            `../shared/data/qa`); a `datasets.Dataset` (or a `DatasetDict` with `split`) with question and answers
+            `../shared/data/qa`), each optionally sliced like a `datasets` split: `nq-dev.jsonl[:1000]`,
+            `nq-dev.jsonl[1000:]`; a `datasets.Dataset` (or a `DatasetDict` with `split`) with question and answers
             columns; or a list of dicts.
         max_questions (`int`, *optional*): Keep only the first N questions.
         split (`str`, *optional*): Split of a `DatasetDict`.
@@ -211,11 +237,11 @@ def load_qa_examples(
         isinstance(source, Sequence) and source and all(isinstance(s, (str, os.PathLike)) for s in source)
     ):
         rows = []
-        for path in _resolve_qa_files(source):
+        for path, rows_slice in _resolve_qa_files(source):
             left = None if max_questions is None else max_questions - len(rows)
             if left is not None and left <= 0:
                 break
-            rows.extend(_read_jsonl(path, left))
+            rows.extend(_read_jsonl(path, left, rows_slice))
     elif isinstance(source, Sequence):
         rows = list(source)[:max_questions] if max_questions is not None else list(source)
     else:
