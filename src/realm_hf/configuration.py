@@ -61,6 +61,22 @@ class RealmRetrieverConfig(PreTrainedConfig):
             Maximum number of wordpieces of a query `[CLS] x [SEP]`.
         block_max_length (`int`, *optional*, defaults to 288):
             Maximum number of wordpieces of a block `[CLS] title [SEP] body [SEP]`.
+        null_document_score (`str`, *optional*, defaults to `"learned"`):
+            How the null document ∅ is scored when the caller says which candidate it is
+            (`null_candidate_index` of [`RealmRetriever.forward`]):
+
+            - `"learned"`: ∅ gets `logsumexp_k f(x, z_k) - log(K-1) + b` over the K-1 other candidates, with `b` a
+              learned scalar (`RealmRetriever.null_document_logit`, initialized to 0). Hence
+              `p(∅ | x) = e^b / (K-1 + e^b)`: a query-independent prior mass that starts at 1/K whatever the scale
+              of the inner products, while the distribution among the retrieved blocks is unchanged.
+            - `"embedding"`: ∅ is scored like any block, `Embed_input(x)ᵀ Embed_doc(empty block)`, as in the paper.
+
+            `"learned"` is a deliberate departure from the paper. With an embedded empty block, ∅ must compete through
+            the geometry of the embeddings: in practice (MiniLM, mean pooling, a 128-d projection) its score ends up
+            tens of nats below the retrieved blocks, `p(∅ | x)` ≈ 1e-28, and the "no retrieval needed" path is dead.
+            A learned prior keeps ∅ in the running and lets the marginal likelihood decide its mass. Checkpoints
+            converted from the released REALM models use `"embedding"` (what they were trained with); saved models
+            without this field load with the default and `null_document_logit` = 0.
 
     Example:
 
@@ -82,12 +98,18 @@ class RealmRetrieverConfig(PreTrainedConfig):
     normalize_embeddings: bool = False
     query_max_length: int = 96
     block_max_length: int = 288
+    null_document_score: Literal["learned", "embedding"] = "learned"
 
     def validate_realm_retriever(self):
         """Part of `@strict` validation: REALM-specific values."""
         _check_positive("projection_size", self.projection_size, allow_none=True)
         if self.pooling not in ("cls", "pooler", "mean"):
             raise ValueError(f"`pooling` must be 'cls', 'pooler' or 'mean', got {self.pooling!r}.")
+        if self.null_document_score not in ("learned", "embedding"):
+            raise ValueError(
+                f"`null_document_score` must be 'learned' (a learned prior logit for the null document) or "
+                f"'embedding' (embed the empty block like any document), got {self.null_document_score!r}."
+            )
         _check_positive("query_max_length", self.query_max_length)
         _check_positive("block_max_length", self.block_max_length)
         _check_fits_positions("query_max_length", self.query_max_length, self.bert_config)

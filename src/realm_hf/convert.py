@@ -301,6 +301,10 @@ def _retriever_config(config: Mapping, share_towers: bool = True) -> RealmRetrie
         normalize_embeddings=False,
         query_max_length=_clip_length(96, config),
         block_max_length=_clip_length(288, config),
+        # The released checkpoints score ∅ as an embedded empty block and carry no learned prior: "embedding" keeps the
+        # function they compute (and every converted tensor accounted for). Continuing pre-training with a learned
+        # prior: set `null_document_score="learned"` in config.json; the missing logit then loads as 0 (mass 1/K).
+        null_document_score="embedding",
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 
 import pytest
@@ -93,7 +94,10 @@ def _by_hand(fill, text: str) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
                 for ids, types in zip(candidates, candidate_types)
             ]
         )  # [K, D]
-        log_prior = torch.log_softmax(doc_embeds @ query_embed, dim=0)  # [K]
+        scores = doc_embeds @ query_embed  # [K]
+        if retriever.config.null_document_score == "learned":  # ∅ gets the learned prior, p(∅|x) = e^b / (K-1 + e^b)
+            scores[0] = torch.logsumexp(scores[1:], 0) - math.log(len(scores) - 1) + retriever.null_document_logit
+        log_prior = torch.log_softmax(scores, dim=0)  # [K]
         masks = [i for i, t in enumerate(query) if t == tokenizer.mask_token_id]
         log_probs = []
         for ids, types in zip(candidates, candidate_types):

@@ -8,12 +8,20 @@ import torch
 from openqa_helpers import ARTICLES, QUESTIONS, TINY, load_tokenizer, write_jsonl
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
-from realm_hf import RealmForOpenQA, RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig, RealmRetriever, RealmRetrieverConfig
+from realm_hf import (
+    RealmForOpenQA,
+    RealmKnowledgeEncoder,
+    RealmKnowledgeEncoderConfig,
+    RealmReader,
+    RealmReaderConfig,
+    RealmRetriever,
+    RealmRetrieverConfig,
+)
 from realm_hf.evaluation import evaluate_open_qa, load_open_qa
 from realm_hf.index import RealmIndex
 from realm_hf.index.manifest import fingerprint_module
 from realm_hf.training import CorpusArguments, LoopArguments, ModelArguments
-from realm_hf.training.openqa import OpenQaArguments, OpenQaTrainer, load_open_qa_model
+from realm_hf.training.openqa import OpenQaArguments, OpenQaTrainer, load_open_qa_model, untie_retriever_towers
 
 
 @pytest.fixture
@@ -44,6 +52,8 @@ def test_fine_tuning_loss_goes_down_and_the_model_reloads_with_its_index(tmp_pat
     # shared towers were untied: the frozen document tower is the one that built the index
     assert model.retriever.doc_embedder is not None and not model.config.retriever_config.share_towers
     assert not any(p.requires_grad for p in model.retriever.doc_embedder.parameters())
+    # Open-QA retrieves no null document: its prior logit is frozen (DDP refuses unused trainable parameters)
+    assert not model.retriever.null_document_logit.requires_grad
     doc_before = {k: v.clone() for k, v in model.retriever.doc_embedder.state_dict().items()}
     query_before = {k: v.clone() for k, v in model.retriever.query_embedder.state_dict().items()}
     assert trainer.index.fingerprint == fingerprint_module(model.retriever.doc_embedder)
@@ -164,3 +174,18 @@ def test_bad_training_data_fails_before_training(tmp_path, data):
     with pytest.raises(ValueError, match="QA example 10 .* empty question"):
         make_trainer(tmp_path / "run", corpus, empty)
     assert not (tmp_path / "run" / "index").exists()
+
+
+def test_untying_the_towers_keeps_every_retriever_weight():
+    bert = dict(TINY, vocab_size=120, max_position_embeddings=512)
+    config = RealmRetrieverConfig(bert_config=bert, projection_size=8, share_towers=True)
+    shared = RealmRetriever(config)
+    with torch.no_grad():
+        shared.null_document_logit.fill_(1.5)
+    model = RealmForOpenQA.from_components(shared, RealmReader(RealmReaderConfig(bert_config=bert)))
+    untied = untie_retriever_towers(model).retriever
+    assert untied.doc_embedder is not None
+    assert untied.null_document_logit.item() == 1.5
+    for tower in (untied.query_embedder, untied.doc_embedder):
+        for name, value in tower.state_dict().items():
+            torch.testing.assert_close(value, shared.query_embedder.state_dict()[name], rtol=0, atol=0)

@@ -12,6 +12,7 @@ pytest.importorskip("faiss")
 
 from realm_hf import RealmKnowledgeEncoder, RealmRetriever
 from realm_hf.index import RealmIndex
+from realm_hf.index.manifest import fingerprint_module
 from realm_hf.training import (
     CorpusArguments,
     LoopArguments,
@@ -21,7 +22,7 @@ from realm_hf.training import (
 )
 
 
-def make_trainer(output_dir, max_steps, refresh="4", resume=None, save_steps=0, logging_steps=2):
+def make_trainer(output_dir, max_steps, refresh="4", resume=None, save_steps=0, logging_steps=2, **pretraining_kwargs):
     loop = LoopArguments(
         output_dir=str(output_dir), max_steps=max_steps, per_device_batch_size=8, learning_rate=3e-3,
         logging_steps=logging_steps, save_steps=save_steps, report_to="none", resume_from_checkpoint=resume,
@@ -31,7 +32,9 @@ def make_trainer(output_dir, max_steps, refresh="4", resume=None, save_steps=0, 
         corpus="embedded", max_articles=6, block_length=64, query_max_length=32, joined_max_length=96,
         embed_dtype="float32",
     )
-    pretraining = PretrainingArguments(num_candidates=4, refresh_schedule=refresh, refresh_mode="thread", eval_mlm_examples=0)
+    pretraining = PretrainingArguments(
+        num_candidates=4, refresh_schedule=refresh, refresh_mode="thread", eval_mlm_examples=0, **pretraining_kwargs
+    )
     return RealmPretrainer(loop, model, corpus, pretraining)
 
 
@@ -45,16 +48,40 @@ def test_tiny_pretraining_loss_goes_down_and_refreshed_indexes_are_swapped_in(tm
     assert len(stats) >= 2, stats
     assert all(s["staleness_steps"] >= 0 and s["build_seconds"] > 0 for s in stats)
     assert [s["snapshot_step"] for s in stats] == sorted(s["snapshot_step"] for s in stats)
-    assert trainer.index.step == stats[-1]["snapshot_step"] > 0
+    # the last index swapped in during training is the last refreshed one (the final save replaces it, see below)
+    index_steps = [record["index_step"] for record in history if "index_step" in record]
+    assert index_steps[-1] == stats[-1]["snapshot_step"] > 0
     # RU, null-document mass and staleness are logged
     logged = set().union(*history)
     assert {"ru_top", "ru_mean", "null_prior_mass", "refresh/staleness_steps"} <= logged
+    # the learned null-document prior starts at p(∅|x) = 1/K (K = 4), whatever the scale of the inner products
+    first = next(record for record in history if "null_prior_mass" in record)
+    assert first["null_prior_mass"] == pytest.approx(0.25, abs=0.02)
 
     final = tmp_path / "final"
     retriever = RealmRetriever.from_pretrained(final / "retriever")
     RealmKnowledgeEncoder.from_pretrained(final / "encoder")
     index = RealmIndex.from_pretrained(final / "index")
     assert index.num_blocks == len(trainer.blocks) and index.dim == retriever.config.embedding_size
+    # the final index is rebuilt from the final document tower, not the last (stale) refresh
+    assert stats[-1]["snapshot_step"] < 24
+    assert index.step == trainer.index.step == 24
+    assert index.fingerprint == fingerprint_module(retriever.document_embedder)
+    last_refresh = RealmIndex.from_pretrained(tmp_path / "index" / f"index-{stats[-1]['snapshot_step']}")
+    assert index.fingerprint != last_refresh.fingerprint
+    # the learned null-document prior is trained and saved
+    assert retriever.config.null_document_score == "learned"
+    assert retriever.null_document_logit.item() != 0.0
+
+
+def test_without_the_final_rebuild_the_stale_index_is_saved_with_a_warning(tmp_path, caplog):
+    trainer = make_trainer(tmp_path, max_steps=2, refresh="0", rebuild_final_index=False)
+    with caplog.at_level("WARNING", logger="realm_hf.training.pretrain"):
+        trainer.train()
+    assert "realm-hf build-index --corpus embedded --max-articles 6" in caplog.text and "stale" in caplog.text
+    retriever = RealmRetriever.from_pretrained(tmp_path / "final" / "retriever")
+    index = RealmIndex.from_pretrained(tmp_path / "final" / "index")
+    assert index.step == 0 and index.fingerprint != fingerprint_module(retriever.document_embedder)
 
 
 def test_trivial_candidate_is_excluded_and_null_document_comes_first(tmp_path):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import BertModel
+from transformers import initialization as init
 
 from ..configuration import RealmRetrieverConfig
 from .common import RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates
@@ -66,7 +68,9 @@ class RealmRetriever(RealmPreTrainedModel):
     when `config.share_towers`), each a BERT followed by a projection to `config.projection_size` dimensions.
 
     Queries are `[CLS] x [SEP]`; documents are `[CLS] title [SEP] body [SEP]` (token types 0 / 1). The relevance
-    score is the inner product of the two embeddings; `p(z | x)` is its softmax over the candidates.
+    score is the inner product of the two embeddings; `p(z | x)` is its softmax over the candidates. With
+    `config.null_document_score="learned"` the null document ∅ (when `forward` is told its position) is scored by a
+    learned prior logit `null_document_logit` instead, so that `p(∅ | x) = e^b / (K-1 + e^b)`.
 
     Args:
         config ([`RealmRetrieverConfig`]): Model configuration.
@@ -86,7 +90,26 @@ class RealmRetriever(RealmPreTrainedModel):
         super().__init__(config)
         self.query_embedder = RealmEmbedder(config)
         self.doc_embedder = None if config.share_towers else RealmEmbedder(config)
+        if config.null_document_score == "learned":
+            # b in p(∅ | x) = e^b / (K-1 + e^b); 0 gives ∅ the prior mass 1/K
+            self.null_document_logit = nn.Parameter(torch.zeros(()))
         self.post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        # also reached for a saved model without the logit (saved before it existed): it starts at 0, not garbage
+        if module is self and hasattr(module, "null_document_logit"):
+            init.zeros_(module.null_document_logit)
+
+    def freeze_null_document_prior(self) -> None:
+        r"""
+        Stop training `null_document_logit` (when there is one): for training without ∅ among the candidates (ICT,
+        Open-QA fine-tuning, pre-training with `use_null_document=False`), where it would get no gradient and
+        distributed data parallel refuses unused trainable parameters.
+        """
+        if hasattr(self, "null_document_logit"):
+            self.null_document_logit.requires_grad_(False)
 
     @property
     def document_embedder(self) -> RealmEmbedder:
@@ -150,6 +173,7 @@ class RealmRetriever(RealmPreTrainedModel):
         candidate_attention_mask: torch.Tensor | None = None,
         candidate_token_type_ids: torch.Tensor | None = None,
         candidate_embeds: torch.Tensor | None = None,
+        null_candidate_index: int | None = None,
         **kwargs,
     ) -> RealmRetrieverOutput:
         r"""
@@ -164,6 +188,10 @@ class RealmRetriever(RealmPreTrainedModel):
             candidate_attention_mask, candidate_token_type_ids (`torch.LongTensor` of shape `(batch_size, num_candidates, block_length)`, *optional*)
             candidate_embeds (`torch.FloatTensor` of shape `(batch_size, num_candidates, embedding_size)`, *optional*):
                 Precomputed document embeddings (for example from the index).
+            null_candidate_index (`int`, *optional*):
+                Position of the null document ∅ among the candidates. With `config.null_document_score="learned"`
+                its score becomes `logsumexp(other scores) - log(K-1) + null_document_logit` (just the logit when
+                K = 1), and the scores are returned in float32; with `"embedding"` it is only validated.
 
         Returns:
             [`RealmRetrieverOutput`]: `relevance_scores` `[B, K]`, `query_embeds` `[B, D]`, `candidate_embeds` `[B, K, D]`.
@@ -200,11 +228,41 @@ class RealmRetriever(RealmPreTrainedModel):
                 f"Candidate embeddings have {candidate_embeds.shape[-1]} dimensions but query embeddings have "
                 f"{query_embeds.shape[-1]}; the index was built by another retriever configuration, rebuild it."
             )
+        num_candidates = candidate_embeds.shape[1]
+        if null_candidate_index is not None and (
+            isinstance(null_candidate_index, bool)
+            or not isinstance(null_candidate_index, int)
+            or not 0 <= null_candidate_index < num_candidates
+        ):
+            raise ValueError(
+                f"`null_candidate_index`={null_candidate_index!r} is not a candidate position in "
+                f"[0, {num_candidates}); pass the position of the null document (the collator's "
+                "`null_candidate_index`) or None."
+            )
         candidate_embeds = candidate_embeds.to(query_embeds.dtype)
         relevance_scores = torch.einsum("bd,bkd->bk", query_embeds, candidate_embeds)  # [B, K]
+        if null_candidate_index is not None and self.config.null_document_score == "learned":
+            relevance_scores = self._with_null_document_prior(relevance_scores, null_candidate_index)
         return RealmRetrieverOutput(
             relevance_scores=relevance_scores, query_embeds=query_embeds, candidate_embeds=candidate_embeds
         )
+
+    def _with_null_document_prior(self, relevance_scores: torch.Tensor, null_index: int) -> torch.Tensor:
+        """Replace the score of ∅ by `logsumexp(others) - log(K-1) + b`, so `p(∅ | x) = e^b / (K-1 + e^b)`."""
+        scores = relevance_scores.float()  # [B, K]; the prior must not suffer bf16 rounding of a large logsumexp
+        others = torch.cat([scores[:, :null_index], scores[:, null_index + 1 :]], dim=1)  # [B, K-1]
+        logit = self.null_document_logit.float()
+        if others.shape[1] == 0:
+            null_score = logit.expand(scores.shape[0])  # [B]; ∅ alone: p(∅ | x) = 1 anyway
+        else:
+            # Not detached. The loss depends on the retrieved scores only through q = softmax(others) (∅'s mass is a
+            # function of b alone), and this expression is the exact forward of that function, so its gradient is
+            # the true one: ∂ log p(y|x) / ∂f_k = post_k - q_k (1 - post_∅), which sums to zero over a shift of all
+            # the scores. Detaching would hand the retriever the gradient of a *different* function (∅ at a fixed
+            # offset), post_k - prior_k, whose sum prior_∅ - post_∅ ≠ 0 pushes every score up or down along a
+            # direction the loss does not depend on: drift of the embedding norms for nothing.
+            null_score = torch.logsumexp(others, dim=1) - math.log(others.shape[1]) + logit  # [B]
+        return torch.cat([scores[:, :null_index], null_score[:, None], scores[:, null_index + 1 :]], dim=1)  # [B, K]
 
     @classmethod
     def from_bert(cls, bert_name_or_path: str | os.PathLike, **config_kwargs) -> "RealmRetriever":

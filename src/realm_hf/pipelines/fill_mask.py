@@ -282,6 +282,8 @@ class RealmFillMaskPipeline(Pipeline):
             candidate_input_ids=batch["candidate_input_ids"],
             candidate_attention_mask=batch["candidate_attention_mask"],
             candidate_token_type_ids=batch["candidate_token_type_ids"],
+            # a learned null-document prior (config.null_document_score="learned") scores ∅ as in training
+            null_candidate_index=null_index if config.use_null_document else None,
         ).relevance_scores.float()  # [B, K]
         if not config.use_null_document:
             relevance[:, null_index] = float("-inf")  # ∅ was not a candidate in training: no prior mass

@@ -1,17 +1,23 @@
-"""Training: the shared Accelerate loop, REALM pre-training with asynchronous index refresh."""
+"""Training: the shared Accelerate loop, REALM pre-training with asynchronous index refresh.
 
-from .arguments import CorpusArguments, IctArguments, LoopArguments, ModelArguments, PretrainingArguments, parse_arguments
-from .loop import TrainingLoop, latest_checkpoint
-from .pretrain import RealmPretrainer
+The names below are imported from their submodules on first access (see `realm_hf`).
+"""
 
-__all__ = [
-    "CorpusArguments",
-    "IctArguments",
-    "LoopArguments",
-    "ModelArguments",
-    "PretrainingArguments",
-    "RealmPretrainer",
-    "TrainingLoop",
-    "latest_checkpoint",
-    "parse_arguments",
-]
+from .. import _lazy_exports
+
+
+__getattr__, __dir__, __all__ = _lazy_exports(
+    __name__,
+    {
+        "arguments": [
+            "CorpusArguments",
+            "IctArguments",
+            "LoopArguments",
+            "ModelArguments",
+            "PretrainingArguments",
+            "parse_arguments",
+        ],
+        "loop": ["TrainingLoop", "latest_checkpoint"],
+        "pretrain": ["RealmPretrainer"],
+    },
+)

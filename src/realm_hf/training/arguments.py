@@ -79,6 +79,13 @@ class PretrainingArguments:
     eval_max_questions: int = field(default=200, metadata={"help": "Questions used for Recall@5."})
     eval_mlm_examples: int = field(default=64, metadata={"help": "Held-out masked sentences for MLM accuracy."})
     ict_warm_start: str | None = field(default=None, metadata={"help": "A retriever directory trained by ICT."})
+    rebuild_final_index: bool = field(
+        default=True,
+        metadata={
+            "help": "Re-embed the corpus with the final document tower before saving final/index (otherwise the "
+            "last refreshed index is saved: built by older weights, its fingerprint does not match the model)."
+        },
+    )
 
 
 @dataclass

@@ -55,6 +55,7 @@ class IctTrainer(TrainingLoop):
         accelerator = make_accelerator(loop_args)
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_bert_path("minilm" if model_args.random_init else model_args.retriever))
         retriever, _ = load_models(model_args, corpus_args, len(self.tokenizer), self.tokenizer.mask_token_id)
+        retriever.freeze_null_document_prior()  # ICT scores no null document
         with accelerator.main_process_first():
             articles = load_corpus_articles(corpus_args.corpus, corpus_args.max_articles)
             blocks = split_into_blocks(articles, self.tokenizer, max_length=corpus_args.block_length, num_proc=corpus_args.num_proc, cache_dir=corpus_args.cache_dir)

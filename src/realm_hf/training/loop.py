@@ -39,12 +39,12 @@ def latest_checkpoint(output_dir: str) -> str | None:
 
 
 def decay_parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW groups: no weight decay on biases and LayerNorm weights."""
+    """AdamW groups: no weight decay on biases, LayerNorm weights and the null document's learned logit."""
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
-        (no_decay if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
+        (no_decay if name.endswith(("bias", "null_document_logit")) or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 

@@ -178,6 +178,8 @@ def untie_retriever_towers(model: RealmForOpenQA) -> RealmForOpenQA:
     new = RealmRetriever(config).to(device=next(old.parameters()).device, dtype=next(old.parameters()).dtype)
     new.query_embedder.load_state_dict(old.query_embedder.state_dict())
     new.doc_embedder.load_state_dict(old.query_embedder.state_dict())
+    if hasattr(old, "null_document_logit"):
+        new.null_document_logit.data.copy_(old.null_document_logit.data)
     model.retriever = new
     model.config.retriever_config = config
     return model
@@ -239,6 +241,7 @@ class OpenQaTrainer(TrainingLoop):
         model = load_open_qa_model(openqa_args, model_args, corpus_args, len(self.tokenizer))
         if model.retriever.doc_embedder is None and openqa_args.untie_towers:
             model = untie_retriever_towers(model)
+        model.retriever.freeze_null_document_prior()  # Open-QA retrieves no null document
         if model.retriever.doc_embedder is not None:
             model.retriever.doc_embedder.requires_grad_(False)  # the index's embeddings came from it
         else:

@@ -24,6 +24,7 @@ from ..corpus import load_articles, split_into_blocks
 from ..data.collators import RealmPretrainingCollator, pad_sequences
 from ..data.masking import build_masked_dataset
 from ..index import IndexRefresher, RealmIndex, RefreshSchedule
+from ..index.manifest import fingerprint_module
 from ..initial_weights import resolve_bert_path
 from ..metrics import recall_at_k
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
@@ -52,6 +53,7 @@ class RealmPretrainingModel(nn.Module):
             candidate_input_ids=batch["candidate_input_ids"],
             candidate_attention_mask=batch["candidate_attention_mask"],
             candidate_token_type_ids=batch["candidate_token_type_ids"],
+            null_candidate_index=null_candidate_index,
         )
         return self.encoder(
             input_ids=batch["input_ids"],
@@ -158,6 +160,8 @@ class RealmPretrainer(TrainingLoop):
         )
         if pretraining_args.ict_warm_start:
             retriever = RealmRetriever.from_pretrained(pretraining_args.ict_warm_start)
+        if not pretraining_args.use_null_document:
+            retriever.freeze_null_document_prior()
 
         work = os.path.join(loop_args.output_dir, "corpus")
         with accelerator.main_process_first():
@@ -367,13 +371,44 @@ class RealmPretrainer(TrainingLoop):
             self.refresher.stats = list(state.get("refresh_stats", []))
 
     def save_model(self, directory: str) -> None:
+        """Save `retriever/`, `encoder/` (each with the tokenizer) and `index/`, an index of the final doc tower."""
         model = self.accelerator.unwrap_model(self.model)
         model.save_pretrained(directory)
         self.tokenizer.save_pretrained(os.path.join(directory, "retriever"))
         self.tokenizer.save_pretrained(os.path.join(directory, "encoder"))
-        self.index.save_pretrained(os.path.join(directory, "index"))
         if self.refresher is not None:
-            self.refresher.close()
+            self.refresher.close()  # a build still running embeds older weights: stop it, it would only compete
+        self._finalize_index(directory)
+        self.index.save_pretrained(os.path.join(directory, "index"))
+
+    def _finalize_index(self, directory: str) -> None:
+        """Make `self.index` the index of the final document tower (or warn that the saved one is stale).
+
+        The index in use is the last *refreshed* one, built from a snapshot taken up to a refresh period (plus a
+        build time) before the end: its manifest fingerprint names older doc-tower weights than `retriever/` holds,
+        and `realm_hf.hub.publish` / evaluation refuse such a pair.
+        """
+        final_fingerprint = fingerprint_module(self.retriever.document_embedder)
+        if self.index.fingerprint == final_fingerprint:
+            return
+        if self.pretraining_args.rebuild_final_index:
+            logger.info(
+                "Rebuilding the index with the final document tower (step %d; the last refreshed index is of step %s)",
+                self.step, self.index.step,
+            )
+            self.index = self._build_index_now(step=self.step)
+            return
+        corpus = self.corpus_args
+        max_articles = f" --max-articles {corpus.max_articles}" if corpus.max_articles is not None else ""
+        logger.warning(
+            "rebuild_final_index=False: %s holds the index of step %s, built by older document-tower weights than the "
+            "saved retriever (step %d). It is stale: its fingerprint does not match the model, so realm_hf.hub.publish "
+            "and evaluation refuse it. Rebuild it with: realm-hf build-index --corpus %s%s --model %s --output %s "
+            "--block-length %d --index-type %s",
+            os.path.join(directory, "index"), self.index.step, self.step, corpus.corpus, max_articles,
+            os.path.join(directory, "retriever"), os.path.join(directory, "index"), corpus.block_length,
+            corpus.index_type,
+        )
 
 
 def zero_shot_recall(

@@ -1,0 +1,205 @@
+"""The training and evaluation jobs as functions of their command line: one per job, called by `realm-hf <command>`
+and by the example scripts alike (the same arguments, the same code).
+
+    realm-hf pretrain --config examples/configs/cpu-tiny.yaml
+    realm-hf ict --config examples/configs/ict-cpu-tiny.yaml --max_steps 10
+    accelerate launch -m realm_hf.cli finetune --config examples/configs/openqa-cpu-tiny.yaml
+    realm-hf evaluate --model outputs/openqa-tiny/final --qa_file ../shared/data/qa/nq-dev.jsonl --max_questions 100
+    accelerate launch examples/finetune_openqa.py --config examples/configs/openqa-cpu-tiny.yaml   (the same job)
+
+Each takes `--config FILE.yaml` (keys are the argument names) and/or command-line arguments, which override the file
+(see [`parse_arguments`]); `--help` lists every argument. Logging is configured by the caller (the CLI, the script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
+
+from transformers import HfArgumentParser
+
+from .arguments import CorpusArguments, IctArguments, LoopArguments, ModelArguments, PretrainingArguments, parse_arguments
+
+__all__ = ["ENTRY_POINTS", "main_evaluate", "main_finetune", "main_ict", "main_pretrain", "parse_command_line"]
+
+_CONFIG_HELP = (
+    "Arguments come from `--config FILE.yaml` (keys are the argument names below) and/or the command line; "
+    "command-line values override the file."
+)
+_UNUSED_ARGUMENTS = "not used by the HfArgumentParser"  # transformers' message for arguments no field takes
+
+
+def parse_command_line(
+    dataclass_types: tuple[type, ...],
+    argv: Sequence[str] | None = None,
+    prog: str | None = None,
+    description: str | None = None,
+) -> tuple:
+    r"""
+    [`parse_arguments`] with command-line manners: `--help` prints the fields of `dataclass_types` and exits 0;
+    an unknown argument, or a `--config` without a readable file, prints an error naming it and exits 2.
+
+    Args:
+        dataclass_types (`tuple[type, ...]`): The argument dataclasses, in the order they are returned.
+        argv (`Sequence[str]`, *optional*): The arguments (default: `sys.argv[1:]`); `--config=FILE` is accepted too.
+        prog (`str`, *optional*): The command's name in messages (default: the script's file name).
+        description (`str`, *optional*): What the command does, shown by `--help`.
+
+    Returns:
+        `tuple`: one instance per dataclass type.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    prog = prog or os.path.basename(sys.argv[0]) or "realm-hf"
+    argv = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--config=") else [arg])]
+    if "-h" in argv or "--help" in argv:
+        parser = HfArgumentParser(
+            dataclass_types, prog=prog, description=f"{description or ''}\n\n{_CONFIG_HELP}".strip(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        parser.print_help()
+        raise SystemExit(0)
+    if "--config" in argv:
+        position = argv.index("--config")
+        path = argv[position + 1] if position + 1 < len(argv) else None
+        if path is None or not os.path.isfile(path):
+            _fail(prog, f"--config needs a YAML file, got {path!r} (no such file); e.g. --config examples/configs/x.yaml")
+    try:
+        with _program_name(prog):
+            return parse_arguments(dataclass_types, argv)
+    except ValueError as error:
+        if _UNUSED_ARGUMENTS not in str(error):
+            raise
+        unknown = str(error).split(": ", 1)[-1]
+        _fail(
+            prog,
+            f"unrecognized arguments {unknown} (from the command line or the --config file); "
+            f"run `{prog} --help` for the accepted ones.",
+        )
+
+
+@contextlib.contextmanager
+def _program_name(prog: str) -> Iterator[None]:
+    """argparse names the program after `sys.argv[0]` (in the usage of its own errors, such as a missing required
+    argument); [`parse_arguments`] takes no `prog`, so the name is lent to it for the call."""
+    saved = sys.argv[0] if sys.argv else None
+    if sys.argv:
+        sys.argv[0] = prog
+    else:
+        sys.argv.append(prog)
+    try:
+        yield
+    finally:
+        if saved is None:
+            sys.argv.pop(0)
+        else:
+            sys.argv[0] = saved
+
+
+def _fail(prog: str, message: str) -> NoReturn:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+PRETRAIN_ARGUMENTS = (LoopArguments, ModelArguments, CorpusArguments, PretrainingArguments)
+ICT_ARGUMENTS = (LoopArguments, ModelArguments, CorpusArguments, IctArguments)
+
+
+def main_pretrain(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
+    r"""
+    REALM pre-training with asynchronous index refresh ([`RealmPretrainer`]); the model and its index land in
+    `<output_dir>/final`.
+
+    Args:
+        argv (`Sequence[str]`, *optional*): The arguments of [`LoopArguments`], [`ModelArguments`],
+            [`CorpusArguments`] and [`PretrainingArguments`] (default: `sys.argv[1:]`).
+        prog (`str`, *optional*): The command's name in messages.
+
+    Returns:
+        `list[dict]`: the logged history.
+    """
+    from .pretrain import RealmPretrainer
+
+    loop, model, corpus, pretraining = parse_command_line(
+        PRETRAIN_ARGUMENTS, argv, prog, "REALM pre-training with asynchronous index refresh."
+    )
+    return RealmPretrainer(loop, model, corpus, pretraining).train()
+
+
+def main_ict(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
+    r"""
+    Inverse Cloze Task warm start of the retriever ([`IctTrainer`]); the retriever lands in `<output_dir>/final`
+    (pass it to pre-training with `--ict_warm_start`).
+
+    Args:
+        argv (`Sequence[str]`, *optional*): The arguments of [`LoopArguments`], [`ModelArguments`],
+            [`CorpusArguments`] and [`IctArguments`] (default: `sys.argv[1:]`).
+        prog (`str`, *optional*): The command's name in messages.
+
+    Returns:
+        `list[dict]`: the logged history.
+    """
+    from .ict import IctTrainer
+
+    loop, model, corpus, ict = parse_command_line(
+        ICT_ARGUMENTS, argv, prog, "Inverse Cloze Task warm start of the REALM retriever."
+    )
+    return IctTrainer(loop, model, corpus, ict).train()
+
+
+def main_finetune(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
+    r"""
+    Open-QA fine-tuning of `RealmForOpenQA` ([`OpenQaTrainer`]): the index is built once from the document tower and
+    kept fixed; the model, its tokenizer and its index land in `<output_dir>/final`.
+
+    Args:
+        argv (`Sequence[str]`, *optional*): The arguments of [`LoopArguments`], [`ModelArguments`],
+            [`CorpusArguments`] and [`OpenQaArguments`] (default: `sys.argv[1:]`).
+        prog (`str`, *optional*): The command's name in messages.
+
+    Returns:
+        `list[dict]`: the logged history (the last record holds the final evaluation when an `eval_file` is given).
+    """
+    from .openqa import OpenQaArguments, OpenQaTrainer
+
+    loop, model, corpus, openqa = parse_command_line(
+        (LoopArguments, ModelArguments, CorpusArguments, OpenQaArguments), argv, prog,
+        "Open-QA fine-tuning of RealmForOpenQA: query tower and reader trained, index fixed (REALM section 3.4).",
+    )
+    return OpenQaTrainer(loop, model, corpus, openqa).train()
+
+
+def main_evaluate(argv: Sequence[str] | None = None, prog: str | None = None) -> dict[str, float]:
+    r"""
+    Open-QA evaluation of a saved `RealmForOpenQA` with its index ([`run_evaluation`]); prints the metrics as JSON
+    on stdout (the command's output) and writes the files asked for (`--predictions_file`, `--metrics_file`).
+
+    Args:
+        argv (`Sequence[str]`, *optional*): The arguments of [`OpenQaEvaluationArguments`] (default: `sys.argv[1:]`).
+        prog (`str`, *optional*): The command's name in messages.
+
+    Returns:
+        `dict[str, float]`: the metrics.
+    """
+    from ..evaluation import OpenQaEvaluationArguments, run_evaluation
+
+    (args,) = parse_command_line(
+        (OpenQaEvaluationArguments,), argv, prog,
+        "Open-QA evaluation of a saved RealmForOpenQA with its index: exact match, Recall@k, predictions.",
+    )
+    metrics = run_evaluation(args)
+    print(json.dumps(metrics, indent=2))
+    return metrics
+
+
+ENTRY_POINTS: dict[str, Callable[..., Any]] = {
+    "pretrain": main_pretrain,
+    "ict": main_ict,
+    "finetune": main_finetune,
+    "evaluate": main_evaluate,
+}
+"""`realm-hf <command>` -> its entry point `(argv, prog) -> result`."""
