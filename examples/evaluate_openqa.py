@@ -4,16 +4,14 @@
         --skip_questions 200 --max_questions 100 --predictions_file outputs/openqa-tiny/predictions.jsonl
 
 Add `--retrieval bm25` to retrieve with BM25 over the same blocks and read with the same reader (`pip install bm25s`),
-`--index_dir DIR` to use another index than the model's own (`<model>/index`).
+`--index_dir DIR` to use another index than the model's own (`<model>/index`). The same job as `realm-hf evaluate ...`:
+see `realm_hf.training.entry_points.main_evaluate`.
 """
 
-import json
 import logging
 
-from realm_hf.evaluation import OpenQaEvaluationArguments, run_evaluation
-from realm_hf.training import parse_arguments
+from realm_hf.training import main_evaluate
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    (args,) = parse_arguments((OpenQaEvaluationArguments,))
-    print(json.dumps(run_evaluation(args), indent=2))
+    main_evaluate()

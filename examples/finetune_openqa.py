@@ -11,15 +11,14 @@ From a REALM pre-training run, over a corpus of your choice:
 The model, its tokenizer and its index land in `<output_dir>/final` (`config.index_repo_id = "index"`: the index is
 the folder `final/index`); evaluate it with `examples/evaluate_openqa.py --model <output_dir>/final`. Any argument of
 `realm_hf.training.arguments` or `realm_hf.training.openqa.OpenQaArguments` can be given on the command line, after
-or instead of `--config`.
+or instead of `--config`. The same job as `realm-hf finetune ...` (or `accelerate launch -m realm_hf.cli finetune ...`):
+see `realm_hf.training.entry_points.main_finetune`.
 """
 
 import logging
 
-from realm_hf.training import CorpusArguments, LoopArguments, ModelArguments, parse_arguments
-from realm_hf.training.openqa import OpenQaArguments, OpenQaTrainer
+from realm_hf.training import main_finetune
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    loop, model, corpus, openqa = parse_arguments((LoopArguments, ModelArguments, CorpusArguments, OpenQaArguments))
-    OpenQaTrainer(loop, model, corpus, openqa).train()
+    main_finetune()

@@ -8,6 +8,13 @@
     realm-hf ask --interactive --model DIR            questions from stdin, one per line, until EOF
     realm-hf publish --model-dir DIR --repo-id ORG/NAME [--index-repo-id ORG/NAME-index] [--eval-results FILE]
     realm-hf download REPO_ID [--index] [--revision REV]   snapshot into the HF cache, print the local path
+
+Training and evaluation (the same arguments and code as examples/*.py; `realm-hf <command> --help` lists them):
+    realm-hf pretrain --config examples/configs/cpu-tiny.yaml [--max_steps N ...]    REALM pre-training
+    realm-hf ict --config examples/configs/ict-cpu-tiny.yaml                         ICT warm start of the retriever
+    realm-hf finetune --config examples/configs/openqa-cpu-tiny.yaml                 Open-QA fine-tuning
+    realm-hf evaluate --model DIR --qa_file FILE.jsonl [--max_questions N]           Open-QA evaluation
+    accelerate launch -m realm_hf.cli finetune --config ...                          the same, under Accelerate
 """
 
 from __future__ import annotations
@@ -66,6 +73,21 @@ def _add_convert(subparsers) -> None:
     )
 
 
+# ------------------------------------------------------------------------------ training / evaluation jobs
+TRAINING_COMMANDS = {
+    "pretrain": "REALM pre-training with asynchronous index refresh (see `realm-hf pretrain --help`).",
+    "ict": "Inverse Cloze Task warm start of the retriever (see `realm-hf ict --help`).",
+    "finetune": "Open-QA fine-tuning of RealmForOpenQA (see `realm-hf finetune --help`).",
+    "evaluate": "Open-QA evaluation of a saved RealmForOpenQA with its index (see `realm-hf evaluate --help`).",
+}
+"""Subcommands whose arguments are dataclass fields, parsed by `realm_hf.training.entry_points` (not argparse here)."""
+
+
+def _add_training_commands(subparsers) -> None:
+    for name, help_text in TRAINING_COMMANDS.items():
+        subparsers.add_parser(name, help=help_text, add_help=False)
+
+
 # ------------------------------------------------------------------------------------- Hub: publish / download
 def _add_publish(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -101,21 +123,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="realm-hf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_demo, _add_build_index, _add_search, _add_ask, _add_convert):
+    for add in (_add_demo, _add_build_index, _add_search, _add_ask, _add_convert, _add_training_commands):
         add(subparsers)
     for add in (_add_publish, _add_download):  # Hub
         add(subparsers)
     return parser
 
 
+_VERBOSE_FLAGS = ("-v", "--verbose")
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["convert"]:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # subcommands with parsers of their own get the rest of the command line as is (after any -v)
+    position = 0
+    while position < len(argv) and argv[position] in _VERBOSE_FLAGS:
+        position += 1
+    command, rest = (argv[position], argv[position + 1 :]) if position < len(argv) else (None, [])
+    if command == "convert":
         from .convert import main as convert_main
 
-        return convert_main(argv[1:])
+        return convert_main(rest)
+    if command in TRAINING_COMMANDS:
+        _configure_logging(verbose=position > 0)
+        from .commands import training_command
+
+        training_command(command, rest)
+        return 0
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    _configure_logging(args.verbose)
     if args.command == "demo":
         from .commands import run_demo
 

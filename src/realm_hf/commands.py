@@ -194,6 +194,14 @@ def ask_command(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------ training / evaluation jobs
+def training_command(command: str, argv: list[str]) -> None:
+    """`realm-hf pretrain | ict | finetune | evaluate ARGS`: the entry point the example script of the job calls."""
+    from .training.entry_points import ENTRY_POINTS
+
+    ENTRY_POINTS[command](argv, prog=f"realm-hf {command}")
+
+
 # ------------------------------------------------------------------------------------- Hub: publish / download
 def publish_command(args: argparse.Namespace) -> None:
     """Push the model (+ card) and its index; print the repos and the index commit pinned in the config."""
