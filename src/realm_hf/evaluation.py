@@ -346,6 +346,14 @@ def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
         predictions_file=args.predictions_file, truncate_questions=args.truncate_questions,
     )
     if args.metrics_file:
-        with open(args.metrics_file, "w", encoding="utf-8") as f:
-            json.dump({"model": args.model, "qa_file": args.qa_file, "retrieval": args.retrieval, **metrics}, f, indent=2)
+        write_metrics_file(args.metrics_file, metrics, model=args.model, qa_file=args.qa_file, retrieval=args.retrieval)
     return metrics
+
+
+def write_metrics_file(path: str, metrics: dict[str, float], model: str, qa_file: str, retrieval: str = "dense") -> None:
+    r"""
+    Write Open-QA metrics as JSON `{"model", "qa_file", "retrieval", "exact_match", "recall@k", ...}`: the evaluation
+    output that `realm_hf.hub.load_eval_results` reads into a model card.
+    """
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"model": model, "qa_file": qa_file, "retrieval": retrieval, **metrics}, f, indent=2)

@@ -18,6 +18,7 @@ from realm_hf import (
     RealmRetrieverConfig,
 )
 from realm_hf.evaluation import evaluate_open_qa, load_open_qa
+from realm_hf.hub import load_eval_results
 from realm_hf.index import RealmIndex
 from realm_hf.index.manifest import fingerprint_module
 from realm_hf.training import CorpusArguments, LoopArguments, ModelArguments
@@ -69,6 +70,12 @@ def test_fine_tuning_loss_goes_down_and_the_model_reloads_with_its_index(tmp_pat
     final_eval = history[-1]
     assert {"eval/exact_match", "eval/recall@3", "eval/answerable"} <= set(final_eval)
     assert os.path.isfile(tmp_path / "run" / "eval_predictions.jsonl")
+    # the evaluation output a model card reads (realm_hf.hub.load_eval_results)
+    written = json.loads((tmp_path / "run" / "eval_results.json").read_text())
+    assert written["exact_match"] == final_eval["eval/exact_match"] and written["retrieval"] == "dense"
+    assert load_eval_results(tmp_path / "run" / "eval_results.json")[0]["metrics"]["recall@3"] == round(
+        final_eval["eval/recall@3"], 2
+    )
 
     # the query tower learned (gradients through the relevance scores), the document tower did not move
     model = trainer.open_qa_model

@@ -20,7 +20,7 @@ from transformers import AutoTokenizer
 from ..configuration import RealmForOpenQAConfig, RealmReaderConfig, RealmRetrieverConfig
 from ..corpus import split_into_blocks
 from ..data.openqa import OpenQaCollator, load_qa_examples, model_inputs
-from ..evaluation import evaluate_open_qa, resolve_index_directory, retrieve_and_collate
+from ..evaluation import evaluate_open_qa, resolve_index_directory, retrieve_and_collate, write_metrics_file
 from ..index import RealmIndex
 from ..index.manifest import MANIFEST_NAME, fingerprint_module
 from ..initial_weights import resolve_bert_path
@@ -32,7 +32,10 @@ from .pretrain import TINY_BERT, _as_examples, _is_realm_dir, load_corpus_articl
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["INDEX_SUBDIR", "OpenQaArguments", "OpenQaTrainer", "load_open_qa_model", "untie_retriever_towers"]
+__all__ = ["EVAL_RESULTS_NAME", "INDEX_SUBDIR", "OpenQaArguments", "OpenQaTrainer", "load_open_qa_model", "untie_retriever_towers"]
+
+EVAL_RESULTS_NAME = "eval_results.json"
+"""The trainer's latest evaluation (`realm_hf.evaluation.write_metrics_file` format), for model cards."""
 
 INDEX_SUBDIR = "index"
 """Folder of a saved `RealmForOpenQA` that holds its index; `config.index_repo_id` is set to it (relative path)."""
@@ -374,6 +377,10 @@ class OpenQaTrainer(TrainingLoop):
             batch_size=self.openqa_args.eval_batch_size, device=self.accelerator.device,
             predictions_file=os.path.join(self.args.output_dir, "eval_predictions.jsonl"),
             truncate_questions=self.openqa_args.truncate_questions, progress=False,
+        )
+        write_metrics_file(
+            os.path.join(self.args.output_dir, EVAL_RESULTS_NAME), metrics, model=os.path.join(self.args.output_dir, "final"),
+            qa_file=self.openqa_args.eval_file,
         )
         return metrics
 
