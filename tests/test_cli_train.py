@@ -15,6 +15,7 @@ from openqa_helpers import ARTICLES, QUESTIONS, write_jsonl
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
 from realm_hf.cli import main
+from realm_hf.hub import collect_training_facts
 from realm_hf.training import entry_points
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -72,6 +73,11 @@ def test_finetune_writes_the_model_its_index_and_the_evaluation(finetuned):
     # the command-line override won over the file: 2 optimizer steps, not 30
     history = json.loads((output / "history.json").read_text())
     assert max(record["step"] for record in history) == 2
+    # the merged arguments are saved next to the history, and a model card reads them back
+    saved = json.loads((output / "training_args.json").read_text())
+    assert saved["max_steps"] == 2 and saved["top_k"] == 3
+    facts = collect_training_facts(final)
+    assert facts["args"]["max_steps"] == 2 and facts["steps"] == 2
 
 
 def test_evaluate_prints_and_writes_the_metrics(finetuned, qa_data, tmp_path, capsys):

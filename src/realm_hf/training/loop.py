@@ -85,6 +85,9 @@ class TrainingLoop:
         self.history: list[dict] = []
         if self.accelerator.is_main_process:
             os.makedirs(args.output_dir, exist_ok=True)
+            # the merged arguments, for the model card (realm_hf.hub.collect_training_facts) and reproducibility
+            with open(os.path.join(args.output_dir, TRAINING_ARGS_NAME), "w", encoding="utf-8") as f:
+                json.dump(config if config is not None else vars(args), f, indent=2, default=str)
         if args.report_to != "none":
             self.accelerator.init_trackers("realm_hf", config=_loggable(config or {}))
 
@@ -224,6 +227,9 @@ def make_accelerator(args: LoopArguments) -> Accelerator:
         log_with=None if args.report_to == "none" else args.report_to,
         project_dir=args.output_dir,
     )
+
+
+TRAINING_ARGS_NAME = "training_args.json"
 
 
 def _loggable(config: dict) -> dict:
