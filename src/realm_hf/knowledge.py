@@ -29,7 +29,7 @@ from .index.embedding import block_lengths
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["add_articles_to_index", "title_probe"]
+__all__ = ["add_articles_to_index", "title_probe", "title_probe_examples"]
 
 
 def _document_retriever(model: Any) -> Any:
@@ -150,8 +150,43 @@ def title_probe(
     if before.lower() in _ARTICLES:
         before = ""
     question = " ".join(part for part in (before, "what", after.rstrip(". ")) if part) + "?"
+    question = re.sub(r"\s+([,;:])", r"\1", question)  # "X, also known as Y, was ..." -> "what, also known as Y, ..."
     probe = {"question": question, "answer": name, "title": article.get("title"), "article_id": article.get("id")}
     if tokenizer is not None:
         masks = " ".join([tokenizer.mask_token] * len(tokenizer.tokenize(match.group(0))))
         probe["cloze"] = " ".join(part for part in (sentence[: match.start()].strip(), masks, after) if part)
     return probe
+
+
+def title_probe_examples(articles: Any, exclude_ids: Any = None, **probe_kwargs: Any) -> list[dict[str, Any]]:
+    r"""
+    Open-QA training examples made from a corpus itself: one [`title_probe`] question per article, answered by the
+    article's title (many factoid answers are Wikipedia titles, so a reader trained on these learns to point at
+    entity spans). `realm-hf demo` fine-tunes on them when no QA data is at hand.
+
+    Only probes whose answer occurs in the article's text are kept (a title matched only after dropping a
+    parenthetical, `"John (Jack) Smith"`, has no span to train on).
+
+    Args:
+        articles: Anything [`realm_hf.corpus.load_articles`] takes (a list of `{"id", "title", "text"}` dicts, a
+            `datasets.Dataset`, JSONL / Parquet paths).
+        exclude_ids (*optional*): Article ids to make no question about (e.g. articles held out for evaluation).
+        **probe_kwargs: `min_words` / `max_words` of [`title_probe`].
+
+    Returns:
+        `list[dict]`: rows of the QA JSONL format (`id`, `question`, `answers` (the title), `answer_format`
+        `"text"`), with `title` and `article_id` for provenance, in corpus order.
+    """
+    excluded = set(exclude_ids or ())
+    examples = []
+    for article in load_articles(articles):
+        if article.get("id") in excluded:
+            continue
+        probe = title_probe(article, **probe_kwargs)
+        if probe is None or probe["answer"].lower() not in (article.get("text") or "").lower():
+            continue
+        examples.append(
+            {"id": len(examples), "question": probe["question"], "answers": [probe["answer"]], "answer_format": "text",
+             "title": probe["title"], "article_id": probe["article_id"]}
+        )
+    return examples

@@ -99,10 +99,11 @@ class IctArguments:
 T = TypeVar("T")
 
 
-def parse_arguments(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> tuple:
-    """Parse `--config file.yaml` (then command-line overrides) or plain command-line arguments."""
+def parse_arguments(dataclass_types: tuple[type, ...], argv: list[str] | None = None, prog: str | None = None) -> tuple:
+    """Parse `--config file.yaml` (then command-line overrides) or plain command-line arguments; `prog` names the
+    program in argparse's messages (default: the script's file name)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = HfArgumentParser(dataclass_types)
+    parser = HfArgumentParser(dataclass_types, prog=prog)
     if "--config" in argv:
         import yaml
 

@@ -14,11 +14,10 @@ Each takes `--config FILE.yaml` (keys are the argument names) and/or command-lin
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from transformers import HfArgumentParser
@@ -69,8 +68,7 @@ def parse_command_line(
         if path is None or not os.path.isfile(path):
             _fail(prog, f"--config needs a YAML file, got {path!r} (no such file); e.g. --config examples/configs/x.yaml")
     try:
-        with _program_name(prog):
-            return parse_arguments(dataclass_types, argv)
+        return parse_arguments(dataclass_types, argv, prog=prog)
     except ValueError as error:
         if _UNUSED_ARGUMENTS not in str(error):
             raise
@@ -80,24 +78,6 @@ def parse_command_line(
             f"unrecognized arguments {unknown} (from the command line or the --config file); "
             f"run `{prog} --help` for the accepted ones.",
         )
-
-
-@contextlib.contextmanager
-def _program_name(prog: str) -> Iterator[None]:
-    """argparse names the program after `sys.argv[0]` (in the usage of its own errors, such as a missing required
-    argument); [`parse_arguments`] takes no `prog`, so the name is lent to it for the call."""
-    saved = sys.argv[0] if sys.argv else None
-    if sys.argv:
-        sys.argv[0] = prog
-    else:
-        sys.argv.append(prog)
-    try:
-        yield
-    finally:
-        if saved is None:
-            sys.argv.pop(0)
-        else:
-            sys.argv[0] = saved
 
 
 def _fail(prog: str, message: str) -> NoReturn:

