@@ -1,9 +1,17 @@
-"""Corpus: articles -> REALM blocks (Arrow datasets), block lookup by id, and the small embedded demo corpus."""
+"""Corpus: articles -> REALM blocks (Arrow datasets), block lookup by id, and the small embedded demo corpus.
 
-from .articles import load_articles
-from .blocks import split_into_blocks, split_sentences
-from .embedded import load_embedded_corpus
-from .store import BlockStore
+The names below are imported from their submodules on first access (see `realm_hf`).
+"""
+
+from .. import _lazy_exports
 
 
-__all__ = ["BlockStore", "load_articles", "load_embedded_corpus", "split_into_blocks", "split_sentences"]
+__getattr__, __dir__, __all__ = _lazy_exports(
+    __name__,
+    {
+        "articles": ["load_articles"],
+        "blocks": ["split_into_blocks", "split_sentences"],
+        "embedded": ["load_embedded_corpus"],
+        "store": ["BlockStore"],
+    },
+)

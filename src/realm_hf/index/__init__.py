@@ -2,25 +2,21 @@
 
 The index knows models only through an "embed these token batches" callable
 `embed_fn(batch) -> [N, D]` (or an object with `embed_documents`, such as `RealmRetriever`).
+
+The names below are imported from their submodules on first access (see `realm_hf`).
 """
 
-from .backends import FaissBackend, TorchExactBackend
-from .embedding import embed_blocks
-from .manifest import IndexManifest, fingerprint_module, fingerprint_state_dict
-from .mips import RealmIndex
-from .refresh import IndexRefresher, RefreshSchedule
-from .sharded import ShardedRealmIndex
+from .. import _lazy_exports
 
 
-__all__ = [
-    "FaissBackend",
-    "IndexManifest",
-    "IndexRefresher",
-    "RealmIndex",
-    "RefreshSchedule",
-    "ShardedRealmIndex",
-    "TorchExactBackend",
-    "embed_blocks",
-    "fingerprint_module",
-    "fingerprint_state_dict",
-]
+__getattr__, __dir__, __all__ = _lazy_exports(
+    __name__,
+    {
+        "backends": ["FaissBackend", "TorchExactBackend"],
+        "embedding": ["embed_blocks"],
+        "manifest": ["IndexManifest", "fingerprint_module", "fingerprint_state_dict"],
+        "mips": ["RealmIndex"],
+        "refresh": ["IndexRefresher", "RefreshSchedule"],
+        "sharded": ["ShardedRealmIndex"],
+    },
+)

@@ -298,6 +298,50 @@ class RealmIndex:
         )
 
     # -------------------------------------------------------------------------------------------------- search
+    @property
+    def search_params(self) -> dict[str, Any]:
+        """The faiss search-time parameters in effect (`nprobe`, `efSearch`, `k_factor`; `{}` for exact types)."""
+        return dict(self.backend.search_params)
+
+    def set_search_params(self, **params: Any) -> dict[str, Any]:
+        r"""
+        Change the search-time speed/recall trade-off of a built or loaded index, without rebuilding it.
+
+        Parameters not passed keep their current values. They apply to every later [`search`] and are written to
+        the manifest, so [`save_pretrained`] persists them and [`from_pretrained`] restores them (its
+        `search_params` argument overrides them again at load time). On a faiss-gpu backend the index is copied to
+        the GPUs again. `benchmarks/results/index.md` has recall vs queries/s curves over these parameters.
+
+        Args:
+            nprobe (`int`, *optional*): IVF types: inverted lists visited per query. More lists, higher recall,
+                fewer queries/s. Defaults at build time to `max(8, nlist // 16)`.
+            efSearch (`int`, *optional*): HNSW types: size of the candidate list of the graph search (faiss uses at
+                least `k`). Defaults to 128.
+            k_factor (`float`, *optional*): Refine types (`...,RFlat`, `...,Refine(...)`): the base index returns
+                `k * k_factor` candidates that are re-scored with the refinement codes. Defaults to 4.
+
+        Returns:
+            `dict`: the parameters now in effect.
+
+        Raises:
+            `ValueError`: when a parameter does not apply to this index type (nothing is changed then).
+        """
+        if self.index_type == TORCH_EXACT:
+            if params:
+                raise ValueError(f"index_type='torch-exact' takes no search parameters, got {params}.")
+            return {}
+        current = self.backend
+        try:
+            self.backend = FaissBackend(
+                current.index, self.index_type, search_params={**current.search_params, **params}, device=current.device
+            )
+        except ValueError:
+            # the valid keys were already written into the shared faiss index: put the previous values back
+            FaissBackend(current.index, self.index_type, search_params=current.search_params)
+            raise
+        self.manifest.search_params = self.search_params
+        return self.search_params
+
     def search(
         self, query_embeds: torch.Tensor | np.ndarray, k: int, exclude: Any = None
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,19 +1,18 @@
-"""REALM models: retriever, knowledge-augmented encoder, reader and the Open-QA model."""
+"""REALM models: retriever, knowledge-augmented encoder, reader and the Open-QA model.
 
-from .knowledge_encoder import RealmKnowledgeEncoder, marginalize_over_candidates
-from .open_qa import RealmForOpenQA
-from .outputs import RealmForOpenQAOutput, RealmKnowledgeEncoderOutput, RealmReaderOutput, RealmRetrieverOutput
-from .reader import RealmReader
-from .retriever import RealmRetriever
+The names below are imported from their submodules on first access (see `realm_hf`).
+"""
 
-__all__ = [
-    "RealmForOpenQA",
-    "RealmForOpenQAOutput",
-    "RealmKnowledgeEncoder",
-    "RealmKnowledgeEncoderOutput",
-    "RealmReader",
-    "RealmReaderOutput",
-    "RealmRetriever",
-    "RealmRetrieverOutput",
-    "marginalize_over_candidates",
-]
+from .. import _lazy_exports
+
+
+__getattr__, __dir__, __all__ = _lazy_exports(
+    __name__,
+    {
+        "knowledge_encoder": ["RealmKnowledgeEncoder", "marginalize_over_candidates"],
+        "open_qa": ["RealmForOpenQA"],
+        "outputs": ["RealmForOpenQAOutput", "RealmKnowledgeEncoderOutput", "RealmReaderOutput", "RealmRetrieverOutput"],
+        "reader": ["RealmReader"],
+        "retriever": ["RealmRetriever"],
+    },
+)

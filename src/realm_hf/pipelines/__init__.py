@@ -1,30 +1,31 @@
 """transformers pipelines for REALM: open-domain question answering and retrieval-augmented fill-mask.
 
-Importing `realm_hf` calls [`register_pipelines`], after which
+Once [`register_pipelines`] has run (`realm_hf` calls it as soon as `transformers.pipelines` is loaded, in either
+import order: see `realm_hf`),
 
 - `transformers.pipeline("open-domain-question-answering", model=<RealmForOpenQA dir or instance>)` and
 - `transformers.pipeline("realm-fill-mask", model=<pre-training output dir>/encoder)`
 
 work like the built-in tasks. Registration uses `transformers.pipelines.PIPELINE_REGISTRY.register_pipeline` (the
 public hook for custom tasks), with the realm_hf model class as the task's PyTorch model class.
+
+The other names below are imported from their submodules on first access.
 """
 
 from __future__ import annotations
 
-from .fill_mask import FILL_MASK_TASK, RealmFillMaskPipeline, beam_search
-from .index_loading import load_index_for_model, resolve_model_dir
-from .open_qa import OPEN_QA_TASK, OpenDomainQuestionAnsweringPipeline, add_question_answering_hint
+from .. import _lazy_exports
 
-__all__ = [
-    "FILL_MASK_TASK",
-    "OPEN_QA_TASK",
-    "OpenDomainQuestionAnsweringPipeline",
-    "RealmFillMaskPipeline",
-    "beam_search",
-    "load_index_for_model",
-    "register_pipelines",
-    "resolve_model_dir",
-]
+
+__getattr__, __dir__, __all__ = _lazy_exports(
+    __name__,
+    {
+        "fill_mask": ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search"],
+        "index_loading": ["load_index_for_model", "resolve_model_dir"],
+        "open_qa": ["OPEN_QA_TASK", "OpenDomainQuestionAnsweringPipeline", "add_question_answering_hint"],
+    },
+)
+__all__ += ["register_pipelines"]
 
 
 def register_pipelines() -> None:
@@ -32,6 +33,8 @@ def register_pipelines() -> None:
     from transformers.pipelines import PIPELINE_REGISTRY
 
     from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder
+    from .fill_mask import FILL_MASK_TASK, RealmFillMaskPipeline
+    from .open_qa import OPEN_QA_TASK, OpenDomainQuestionAnsweringPipeline, add_question_answering_hint
 
     for task, pipeline_class, model_class in (
         (OPEN_QA_TASK, OpenDomainQuestionAnsweringPipeline, RealmForOpenQA),

@@ -17,6 +17,7 @@ __getattr__, __dir__, __all__ = _lazy_exports(
             "PretrainingArguments",
             "parse_arguments",
         ],
+        "entry_points": ["main_evaluate", "main_finetune", "main_ict", "main_pretrain"],
         "loop": ["TrainingLoop", "latest_checkpoint"],
         "pretrain": ["RealmPretrainer"],
     },

@@ -1,0 +1,108 @@
+"""`import realm_hf` is cheap, and the transformers registrations still happen, in either import order.
+
+Each check runs in a fresh interpreter: the import state of the test process says nothing about a user's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+HEAVY = ("torch", "transformers", "datasets", "faiss", "pyarrow", "accelerate")
+
+
+def run_python(code: str, cwd: str | None = None) -> str:
+    """stdout of `code` in a fresh interpreter (offline), failing the test with its stderr."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_import_realm_hf_imports_nothing_heavy():
+    out = run_python(
+        f"""
+        import sys
+        import realm_hf, realm_hf.index, realm_hf.corpus, realm_hf.modeling, realm_hf.pipelines, realm_hf.training
+        print(sorted(name for name in {HEAVY!r} if name in sys.modules))
+        print("RealmRetriever" in dir(realm_hf), "RealmIndex" in realm_hf.index.__all__)
+        """
+    )
+    assert out.split("\n")[:2] == ["[]", "True True"]
+
+
+def test_cli_help_imports_nothing_heavy():
+    out = run_python(
+        f"""
+        import contextlib, io, sys
+        from realm_hf.cli import main
+        sys.argv = ["realm-hf", "--help"]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            main()
+        print(sorted(name for name in {HEAVY!r} if name in sys.modules))
+        """
+    )
+    assert out.strip() == "[]"
+
+
+def test_lazy_names_resolve():
+    out = run_python(
+        """
+        import realm_hf
+        from realm_hf import RealmRetriever
+        from realm_hf.index import RealmIndex
+        from realm_hf.modeling.retriever import RealmRetriever as direct
+        import realm_hf.index
+        print(RealmRetriever is direct, realm_hf.index.mips.RealmIndex is RealmIndex)
+        try:
+            realm_hf.NoSuchThing
+        except AttributeError as error:
+            print(error)
+        """
+    )
+    assert out.split("\n")[:2] == ["True True", "module 'realm_hf' has no attribute 'NoSuchThing'"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> str:
+    """A tiny saved RealmRetriever (written by a subprocess, so that this process's imports stay untouched)."""
+    directory = str(tmp_path_factory.mktemp("lazy") / "retriever")
+    run_python(
+        f"""
+        from realm_hf import RealmRetriever, RealmRetrieverConfig
+        bert = dict(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                    max_position_embeddings=64)
+        config = RealmRetrieverConfig(bert_config=bert, projection_size=8, query_max_length=32, block_max_length=64)
+        RealmRetriever(config).save_pretrained({directory!r})
+        """
+    )
+    return directory
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "import realm_hf",  # registration when transformers loads its Auto classes
+        "import transformers.models.auto.modeling_auto; import realm_hf",  # registration at import
+        "import realm_hf; from transformers import BertModel",  # Auto classes loaded in the middle of BERT's import
+        "import realm_hf; from transformers import pipeline",
+    ],
+)
+def test_auto_classes_and_pipelines_registered_without_touching_realm_hf_names(model_dir, first):
+    out = run_python(
+        f"""
+        {first}
+        from transformers import AutoConfig, AutoModel
+        from transformers.pipelines import PIPELINE_REGISTRY
+        print(type(AutoConfig.from_pretrained({model_dir!r})).__name__, type(AutoModel.from_pretrained({model_dir!r})).__name__)
+        print(PIPELINE_REGISTRY.check_task("open-domain-question-answering")[0])
+        """
+    )
+    assert out.split("\n")[:2] == ["RealmRetrieverConfig RealmRetriever", "open-domain-question-answering"]
