@@ -420,6 +420,10 @@ def test_model_card_reads_metrics_from_the_evaluation_output(tmp_path):
                                             "count": 4, "recall@5": 50.0, "recall@1": 25.0, "answerable": 50.0})
     assert from_evaluation["dataset"] == "nq-test"
     assert from_evaluation["metrics"] == {"exact_match": 1.0, "recall@1": 25.0, "recall@5": 50.0}
+    assert from_evaluation["split"] is None
+    # a held-out row slice of the file is the split
+    (sliced,) = load_eval_results({"qa_file": "/data/nq-dev.jsonl[:1000]", "exact_match": 0.7, "count": 1000})
+    assert sliced["dataset"] == "nq-dev" and sliced["split"] == "rows 0-999"
 
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"dataset": "nq_open", "count": 3}))

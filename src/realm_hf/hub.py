@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from .data.openqa import split_slice
 from .index.backends import FAISS_FILE, TORCH_EXACT
 from .index.manifest import MANIFEST_NAME, IndexManifest, fingerprint_module
 
@@ -589,7 +590,11 @@ def load_eval_results(source: str | os.PathLike | Mapping | Sequence) -> list[di
     for position, entry in enumerate(entries):
         if isinstance(entry, Mapping) and not entry.get("dataset") and isinstance(entry.get("qa_file"), str):
             # the metrics file of realm_hf.evaluation.run_evaluation names the QA file, not the dataset
-            entry = {**entry, "dataset": os.path.basename(entry["qa_file"]).split(".")[0]}
+            # a row slice of the file (nq-dev.jsonl[:1000], see realm_hf.data.openqa.split_slice) is the split
+            path, rows = split_slice(entry["qa_file"].split(",")[0])
+            split = f"rows {rows.start or 0}-{rows.stop - 1}" if rows.stop is not None else (
+                f"rows {rows.start}-" if rows.start else None)
+            entry = {"split": split, **entry, "dataset": os.path.basename(path).split(".")[0]}
         if not isinstance(entry, Mapping) or not entry.get("dataset"):
             raise ValueError(
                 f"{origin}: result {position} has no 'dataset'; each result must look like "
