@@ -222,6 +222,10 @@ class RealmForOpenQAConfig(PreTrainedConfig):
             Hub dataset repo (or local directory) of the default corpus index of this model.
         index_revision (`str`, *optional*):
             Revision of `index_repo_id` (a commit hash pins it).
+        index_fingerprint (`str`, *optional*):
+            Fingerprint (manifest `fingerprint`) of the document tower that built the paired index. Set by the
+            Open-QA trainer and `realm_hf.hub.publish`; an index with another fingerprint is refused on load
+            (a fine-tuned shared tower no longer hashes to the one that built its index, hence the record).
     """
 
     model_type = "realm_open_qa"
@@ -235,6 +239,7 @@ class RealmForOpenQAConfig(PreTrainedConfig):
     top_k: int = 5
     index_repo_id: str | None = None
     index_revision: str | None = None
+    index_fingerprint: str | None = None
 
     def validate_realm_open_qa(self):
         """Part of `@strict` validation: REALM-specific values."""
