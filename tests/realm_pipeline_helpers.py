@@ -10,6 +10,7 @@ import os
 
 import pytest
 import torch
+from openqa_helpers import TINY
 
 ARTICLES = [
     {"id": "a0", "title": "Paris", "text": "Paris is the capital of France. The Eiffel Tower was completed in 1889."},
@@ -24,17 +25,8 @@ ARTICLES = [
     {"id": "a9", "title": "Moon", "text": "Neil Armstrong was the first person to walk on the Moon, in July 1969."},
 ]
 
-BERT = {
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "intermediate_size": 64,
-    "max_position_embeddings": 128,
-    "hidden_dropout_prob": 0.0,
-    "attention_probs_dropout_prob": 0.0,
-    # a wide init spreads the random models' distributions, so rankings are not near-ties
-    "initializer_range": 0.5,
-}
+# a wide init spreads the random models' distributions, so rankings are not near-ties
+BERT = dict(TINY, initializer_range=0.5)
 QUERY_MAX_LENGTH = 24
 BLOCK_MAX_LENGTH = 48
 JOINED_MAX_LENGTH = 80

@@ -8,9 +8,24 @@ from typing import Any
 import torch
 
 
-__all__ = ["IGNORE_INDEX", "RealmPretrainingCollator", "pad_sequences"]
+__all__ = ["IGNORE_INDEX", "RETRIEVER_INPUT_NAMES", "RealmPretrainingCollator", "pad_sequences", "retriever_inputs"]
 
 IGNORE_INDEX = -100
+
+RETRIEVER_INPUT_NAMES = (
+    "query_input_ids",
+    "query_attention_mask",
+    "query_token_type_ids",
+    "candidate_input_ids",
+    "candidate_attention_mask",
+    "candidate_token_type_ids",
+)
+"""The `RealmRetriever.forward` arguments that a `RealmPretrainingCollator` batch holds, under the same names."""
+
+
+def retriever_inputs(batch: dict) -> dict:
+    """The `RealmRetriever.forward` arguments of a `RealmPretrainingCollator` batch (query and K candidate blocks)."""
+    return {name: batch[name] for name in RETRIEVER_INPUT_NAMES}
 
 
 def _as_list(values: Any) -> list[int]:

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from transformers.pipelines.base import Pipeline
 
-from ..data.collators import IGNORE_INDEX, RealmPretrainingCollator
+from ..data.collators import IGNORE_INDEX, RealmPretrainingCollator, retriever_inputs
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from ._utils import (
     check_batch,
@@ -276,12 +276,7 @@ class RealmFillMaskPipeline(Pipeline):
         null_index = batch["null_candidate_index"]
 
         relevance = self.retriever(
-            query_input_ids=batch["query_input_ids"],
-            query_attention_mask=batch["query_attention_mask"],
-            query_token_type_ids=batch["query_token_type_ids"],
-            candidate_input_ids=batch["candidate_input_ids"],
-            candidate_attention_mask=batch["candidate_attention_mask"],
-            candidate_token_type_ids=batch["candidate_token_type_ids"],
+            **retriever_inputs(batch),
             # a learned null-document prior (config.null_document_score="learned") scores ∅ as in training
             null_candidate_index=null_index if config.use_null_document else None,
         ).relevance_scores.float()  # [B, K]

@@ -21,7 +21,7 @@ from transformers import AutoTokenizer
 
 from ..configuration import RealmKnowledgeEncoderConfig, RealmRetrieverConfig
 from ..corpus import load_articles, split_into_blocks
-from ..data.collators import RealmPretrainingCollator, pad_sequences
+from ..data.collators import RealmPretrainingCollator, pad_sequences, retriever_inputs
 from ..data.masking import build_masked_dataset
 from ..index import IndexRefresher, RealmIndex, RefreshSchedule
 from ..index.manifest import fingerprint_module
@@ -46,15 +46,7 @@ class RealmPretrainingModel(nn.Module):
         self.encoder = encoder
 
     def forward(self, batch: dict, null_candidate_index: int | None = None):
-        retrieval = self.retriever(
-            query_input_ids=batch["query_input_ids"],
-            query_attention_mask=batch["query_attention_mask"],
-            query_token_type_ids=batch["query_token_type_ids"],
-            candidate_input_ids=batch["candidate_input_ids"],
-            candidate_attention_mask=batch["candidate_attention_mask"],
-            candidate_token_type_ids=batch["candidate_token_type_ids"],
-            null_candidate_index=null_candidate_index,
-        )
+        retrieval = self.retriever(**retriever_inputs(batch), null_candidate_index=null_candidate_index)
         return self.encoder(
             input_ids=batch["input_ids"],
             attention_mask=batch["attention_mask"],
