@@ -240,7 +240,10 @@ class RealmRetriever(RealmPreTrainedModel):
                 "`null_candidate_index`) or None."
             )
         candidate_embeds = candidate_embeds.to(query_embeds.dtype)
-        relevance_scores = torch.einsum("bd,bkd->bk", query_embeds, candidate_embeds)  # [B, K]
+        # float32 even under autocast: p(z | x) is a softmax of these scores, and bf16 rounds a score of 74.41 to 74.0
+        # (p(z | x) off by a factor 1.5); the towers themselves may run in low precision
+        with torch.autocast(device_type=query_embeds.device.type, enabled=False):
+            relevance_scores = torch.einsum("bd,bkd->bk", query_embeds.float(), candidate_embeds.float())  # [B, K]
         if null_candidate_index is not None and self.config.null_document_score == "learned":
             relevance_scores = self._with_null_document_prior(relevance_scores, null_candidate_index)
         return RealmRetrieverOutput(

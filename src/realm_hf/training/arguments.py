@@ -79,6 +79,17 @@ class PretrainingArguments:
     eval_max_questions: int = field(default=200, metadata={"help": "Questions used for Recall@5."})
     eval_mlm_examples: int = field(default=64, metadata={"help": "Held-out masked sentences for MLM accuracy."})
     ict_warm_start: str | None = field(default=None, metadata={"help": "A retriever directory trained by ICT."})
+    retriever_freeze_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Steps during which only the encoder learns (the retriever's learning rate is 0, then it warms "
+            "up): the encoder first learns to read the retrieved documents, so that the retriever's gradient "
+            "p(z|y,x) - p(z|x) carries signal when it starts. See benchmarks/bench_knowledge.py."
+        },
+    )
+    retriever_learning_rate: float | None = field(
+        default=None, metadata={"help": "Peak learning rate of the retriever (default: learning_rate)."}
+    )
     rebuild_final_index: bool = field(
         default=True,
         metadata={

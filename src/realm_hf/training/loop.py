@@ -7,6 +7,7 @@ A trainer subclasses [`TrainingLoop`] and implements `training_step(batch) -> (l
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -20,7 +21,6 @@ from accelerate import Accelerator
 from accelerate.utils import DataLoaderConfiguration, set_seed
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import get_linear_schedule_with_warmup
 
 from .arguments import LoopArguments
 
@@ -38,14 +38,26 @@ def latest_checkpoint(output_dir: str) -> str | None:
     return os.path.join(output_dir, f"checkpoint-{max(steps)}") if steps else None
 
 
-def decay_parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW groups: no weight decay on biases, LayerNorm weights and the null document's learned logit."""
+def decay_parameter_groups(model: nn.Module, weight_decay: float, **group_options) -> list[dict]:
+    """AdamW groups: no weight decay on biases, LayerNorm weights and the null document's learned logit.
+    `group_options` (e.g. `start_step`) are added to both groups; empty groups are dropped."""
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
         (no_decay if name.endswith(("bias", "null_document_logit")) or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [{**group, **group_options} for group in groups if group["params"]]
+
+
+def linear_schedule(step: int, warmup_steps: int, total_steps: int, start_step: int = 0) -> float:
+    """Learning-rate factor of transformers' `get_linear_schedule_with_warmup` (linear warm-up over `warmup_steps`,
+    then linear decay to 0 at `total_steps`), held at 0 before `start_step` and with the warm-up counted from it."""
+    if step < start_step:
+        return 0.0
+    if step - start_step < warmup_steps:
+        return (step - start_step) / max(1, warmup_steps)
+    return max(0.0, (total_steps - step) / max(1, total_steps - start_step - warmup_steps))
 
 
 class TrainingLoop:
@@ -72,12 +84,18 @@ class TrainingLoop:
     ):
         self.args = args
         self.accelerator = accelerator or make_accelerator(args)
-        optimizer = torch.optim.AdamW(decay_parameter_groups(model, args.weight_decay), lr=args.learning_rate)
+        groups = self.parameter_groups(model)
+        optimizer = torch.optim.AdamW(groups, lr=args.learning_rate)
         # Accelerate steps a prepared scheduler once per process per optimizer step
         processes = self.accelerator.num_processes
-        scheduler = get_linear_schedule_with_warmup(
-            optimizer, args.warmup_steps * processes, max(args.max_steps, 1) * processes
-        )
+        schedules = [
+            functools.partial(
+                linear_schedule, warmup_steps=args.warmup_steps * processes,
+                total_steps=max(args.max_steps, 1) * processes, start_step=group.get("start_step", 0) * processes,
+            )
+            for group in groups
+        ]
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedules)
         self.model, self.optimizer, self.dataloader, self.scheduler = self.accelerator.prepare(
             model, optimizer, dataloader, scheduler
         )
@@ -92,6 +110,11 @@ class TrainingLoop:
             self.accelerator.init_trackers("realm_hf", config=_loggable(config or {}))
 
     # --------------------------------------------------------------------------------- hooks for subclasses
+    def parameter_groups(self, model: nn.Module) -> list[dict]:
+        """Optimizer parameter groups; a group's `start_step` keeps its learning rate at 0 until that step (then it
+        warms up like the others did), and a group's `lr` overrides `args.learning_rate`."""
+        return decay_parameter_groups(model, self.args.weight_decay)
+
     def training_step(self, batch) -> tuple[torch.Tensor, dict[str, float]]:
         raise NotImplementedError
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import defaultdict
 
 import datasets
 import torch
@@ -30,7 +31,7 @@ from ..metrics import recall_at_k
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .index_builder import build_index_from_snapshot
-from .loop import TrainingLoop
+from .loop import TrainingLoop, decay_parameter_groups
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,13 @@ class RealmPretrainer(TrainingLoop):
     Args:
         loop_args ([`LoopArguments`]), model_args ([`ModelArguments`]), corpus_args ([`CorpusArguments`]),
         pretraining_args ([`PretrainingArguments`]): see `realm_hf.training.arguments`.
+        tagger (`Callable[[list[str]], list[list[tuple[int, int]]]]`, *optional*):
+            The salient-span tagger of [`build_masked_dataset`] (default: spaCy), e.g. a
+            [`realm_hf.data.knowledge_task.KnowledgeValueTagger`].
+        eval_examples (`datasets.Dataset`, *optional*):
+            Held-out masked sentences (columns of [`build_masked_dataset`]) to evaluate on instead of
+            `eval_mlm_examples` sentences split off the training data. With a `gold_block_id` column (the block that
+            holds the fact), evaluation also reports how well the retriever finds it (see [`evaluate_sentences`]).
     """
 
     def __init__(
@@ -136,6 +144,8 @@ class RealmPretrainer(TrainingLoop):
         model_args: ModelArguments,
         corpus_args: CorpusArguments,
         pretraining_args: PretrainingArguments,
+        tagger=None,
+        eval_examples: datasets.Dataset | None = None,
     ):
         from .loop import make_accelerator
 
@@ -167,14 +177,14 @@ class RealmPretrainer(TrainingLoop):
                 corpus_args.pretraining_corpus, corpus_args.max_pretraining_articles
             )
             masked = build_masked_dataset(
-                source, self.tokenizer, strategy=pretraining_args.masking,
+                source, self.tokenizer, strategy=pretraining_args.masking, tagger=tagger,
                 query_max_length=corpus_args.query_max_length, seed=loop_args.seed,
                 num_proc=corpus_args.num_proc, cache_dir=corpus_args.cache_dir,
             )
-        held_out = min(pretraining_args.eval_mlm_examples, len(masked) // 10)
+        held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
         self.train_examples = split["train"] if split else masked
-        self.eval_examples = split["test"] if split else None
+        self.eval_examples = split["test"] if split else eval_examples
         logger.info("%d blocks, %d masked training sentences", len(self.blocks), len(self.train_examples))
 
         self.collator = RealmPretrainingCollator(
@@ -192,6 +202,17 @@ class RealmPretrainer(TrainingLoop):
             config={**vars(model_args), **vars(corpus_args), **vars(pretraining_args), **vars(loop_args)},
         )
         self._prepare_index(work)
+
+    def parameter_groups(self, model: RealmPretrainingModel) -> list[dict]:
+        """The encoder's groups, then the retriever's: these start at `retriever_freeze_steps`, at
+        `retriever_learning_rate` when one is given."""
+        weight_decay, args = self.args.weight_decay, self.pretraining_args
+        retriever_options = {"start_step": args.retriever_freeze_steps}
+        if args.retriever_learning_rate is not None:
+            retriever_options["lr"] = args.retriever_learning_rate
+        return decay_parameter_groups(model.encoder, weight_decay) + decay_parameter_groups(
+            model.retriever, weight_decay, **retriever_options
+        )
 
     # ------------------------------------------------------------------------------------------------ index
     @property
@@ -226,10 +247,10 @@ class RealmPretrainer(TrainingLoop):
                 index=self.index, num_threads=self.pretraining_args.refresh_threads,
             )
 
-    def _build_index_now(self, step: int) -> RealmIndex:
+    def _build_index_now(self, step: int, index_type: str | None = None) -> RealmIndex:
         dtype = self.corpus_args.embed_dtype
         return RealmIndex.build(
-            self.blocks, self.retriever, tokenizer=self.tokenizer, index_type=self.corpus_args.index_type,
+            self.blocks, self.retriever, tokenizer=self.tokenizer, index_type=index_type or self.corpus_args.index_type,
             batch_size=self.corpus_args.embed_batch_size,
             dtype=getattr(torch, dtype) if dtype and dtype != "float32" else None, step=step,
         )
@@ -256,19 +277,33 @@ class RealmPretrainer(TrainingLoop):
         return logs
 
     # ------------------------------------------------------------------------------------------------- step
-    def retrieve_and_collate(self, examples: list[dict]) -> dict:
-        """Search the index with the current query tower and build the K-candidate batch."""
+    def embed_sentences(self, examples: list[dict]) -> torch.Tensor:
+        """Query embeddings `[B, D]` of masked sentences for search: without gradient and in eval mode (the top-k
+        must not depend on dropout noise), in float32."""
         queries = [list(example["input_ids"]) for example in examples]
         query_ids = pad_sequences(queries, self.tokenizer.pad_token_id)  # [B, Lq]
         attention = (torch.arange(query_ids.shape[1])[None] < torch.tensor([len(q) for q in queries])[:, None]).long()
         device = self.accelerator.device
-        with torch.no_grad():
-            query_embeds = self.retriever.embed_queries(query_ids.to(device), attention.to(device))  # [B, D]
+        retriever = self.retriever
+        was_training = retriever.training
+        retriever.eval()
+        try:
+            with torch.no_grad():
+                return retriever.embed_queries(query_ids.to(device), attention.to(device)).float().cpu()  # [B, D]
+        finally:
+            retriever.train(was_training)
+
+    def retrieve_and_collate(self, examples: list[dict], index: RealmIndex | None = None) -> tuple[dict, int | None]:
+        """Search the index (`self.index` unless another is given) with the current query tower and build the
+        K-candidate batch."""
+        index = self.index if index is None else index
+        device = self.accelerator.device
+        query_embeds = self.embed_sentences(examples)  # [B, D]
         exclude = None
         if self.x_is_z:
             exclude = [[int(e["source_block_id"])] if int(e.get("source_block_id", -1)) >= 0 else [] for e in examples]
-        _, block_ids = self.index.search(query_embeds.float().cpu(), self.num_retrieved, exclude=exclude)  # [B, k-1]
-        rows = self.index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
+        _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=exclude)  # [B, k-1]
+        rows = index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
         retrieved = [
             [{name: rows[name][b][j] for name in rows} for j in range(block_ids.shape[1])]
             for b in range(len(examples))
@@ -314,35 +349,73 @@ class RealmPretrainer(TrainingLoop):
                 self.pretraining_args.eval_max_questions, self.corpus_args.query_max_length, self.accelerator.device,
             )
         if self.eval_examples is not None and len(self.eval_examples):
-            results.update(self._mlm_accuracy(model))
+            results.update(self.evaluate_sentences(self.eval_examples))
         model.train(was_training)
         return results
 
-    def _mlm_accuracy(self, model: RealmPretrainingModel) -> dict[str, float]:
-        """Masked-token accuracy with retrieval (marginal over candidates) and without (null document only)."""
-        correct_with = correct_without = total = 0
-        examples = list(self.eval_examples)
+    @torch.no_grad()
+    def evaluate_sentences(self, examples: datasets.Dataset, fresh_index: bool | None = None) -> dict[str, float]:
+        r"""
+        Masked-token accuracy of held-out sentences with retrieval (the marginal over the K candidates) and with the
+        null document only; with a `gold_block_id` column, also how the retriever ranks the gold block.
+
+        Args:
+            examples (`datasets.Dataset`): Masked sentences (columns of [`build_masked_dataset`]), optionally with
+                `gold_block_id`.
+            fresh_index (`bool`, *optional*): Search an exact index of the *current* document tower instead of the
+                (possibly stale) training index, so the figures measure the retriever and not the refresh lag.
+                Defaults to True for corpora of at most 50,000 blocks.
+
+        Returns:
+            `dict` with `mlm_accuracy_with_retrieval` and `mlm_accuracy_null_document` (percent), and with gold
+            blocks: `gold_top1`, `gold_top{K-1}` (fraction of sentences whose gold block is ranked first / among the
+            K-1 retrieved; over the whole corpus), `gold_prior_mass` (mean `p(gold | x)` among the K candidates,
+            0 when not retrieved) and `gold_posterior_mass` (mean `p(gold | x, y)`).
+        """
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        if fresh_index is None:
+            fresh_index = len(self.blocks) <= 50_000
+        index = self._build_index_now(step=self.step, index_type="torch-exact") if fresh_index else self.index
+        has_gold = "gold_block_id" in examples.column_names
+        sums: dict[str, float] = defaultdict(float)
+        total_tokens = 0
+        rows = list(examples)
         size = self.args.per_device_batch_size
-        for start in range(0, len(examples), size):
-            chunk = examples[start : start + size]
-            batch, null_index = self.retrieve_and_collate(chunk)
+        for start in range(0, len(rows), size):
+            chunk = rows[start : start + size]
+            batch, null_index = self.retrieve_and_collate(chunk, index=index)
             out = model(batch, null_candidate_index=null_index)
-            positions = out.masked_positions  # [M, 3] (b, k, l)
-            log_probs = torch.log_softmax(out.masked_token_logits.float(), -1)  # [M, V]
-            targets = batch["labels"][positions[:, 0], positions[:, 2]]  # [M]
-            weights = out.retrieval_log_probs[positions[:, 0], positions[:, 1]]  # [M]
-            for b in range(len(chunk)):
-                rows = positions[:, 0] == b
-                per_candidate = (log_probs[rows] + weights[rows, None]).view(out.retrieval_log_probs.shape[1], -1, log_probs.shape[1])
-                marginal = torch.logsumexp(per_candidate, 0)  # [n_b, V]
-                gold = targets[rows].view(out.retrieval_log_probs.shape[1], -1)[0]  # [n_b]
-                correct_with += (marginal.argmax(-1) == gold).sum().item()
-                if null_index is not None:
-                    correct_without += (per_candidate[null_index].argmax(-1) == gold).sum().item()
-                total += gold.numel()
-        results = {"mlm_accuracy_with_retrieval": 100.0 * correct_with / max(total, 1)}
-        if self.pretraining_args.use_null_document:
-            results["mlm_accuracy_null_document"] = 100.0 * correct_without / max(total, 1)
+            correct_with, correct_null, tokens = _masked_token_hits(out, batch["labels"], null_index)
+            sums["with"] += correct_with
+            sums["null"] += correct_null
+            total_tokens += tokens
+            if has_gold:
+                gold = torch.tensor([int(row["gold_block_id"]) for row in chunk])  # [B]
+                retrieved = batch["candidate_block_ids"].cpu()  # [B, K] (-1 for ∅)
+                is_gold = retrieved == gold[:, None]  # [B, K]
+                prior = out.retrieval_log_probs.exp().cpu()  # [B, K]
+                posterior = out.posterior_log_probs.exp().cpu()  # [B, K]
+                sums["gold_prior_mass"] += (prior * is_gold).sum().item()
+                sums["gold_posterior_mass"] += (posterior * is_gold).sum().item()
+                sums["gold_retrieved"] += is_gold.any(-1).sum().item()
+                first = (prior.masked_fill(retrieved < 0, -1.0).argmax(-1) == is_gold.float().argmax(-1)) & is_gold.any(-1)
+                sums["gold_top1"] += first.sum().item()
+        model.train(was_training)
+        results = {"mlm_accuracy_with_retrieval": 100.0 * sums["with"] / max(total_tokens, 1)}
+        if null_index is not None:
+            results["mlm_accuracy_null_document"] = 100.0 * sums["null"] / max(total_tokens, 1)
+        if has_gold:
+            count = max(len(rows), 1)
+            results.update(
+                {
+                    "gold_top1": sums["gold_top1"] / count,
+                    f"gold_top{self.num_retrieved}": sums["gold_retrieved"] / count,
+                    "gold_prior_mass": sums["gold_prior_mass"] / count,
+                    "gold_posterior_mass": sums["gold_posterior_mass"] / count,
+                }
+            )
         return results
 
     # --------------------------------------------------------------------------------------- checkpoint state
@@ -401,6 +474,26 @@ class RealmPretrainer(TrainingLoop):
             os.path.join(directory, "retriever"), os.path.join(directory, "index"), corpus.block_length,
             corpus.index_type,
         )
+
+
+def _masked_token_hits(out, labels: torch.Tensor, null_index: int | None) -> tuple[int, int, int]:
+    """Masked tokens predicted right by the marginal over the candidates and by the null document alone, and the
+    number of masked tokens, of one batch."""
+    positions = out.masked_positions  # [M, 3] (b, k, l)
+    log_probs = torch.log_softmax(out.masked_token_logits.float(), -1)  # [M, V]
+    targets = labels[positions[:, 0], positions[:, 2]]  # [M]
+    weights = out.retrieval_log_probs[positions[:, 0], positions[:, 1]]  # [M]
+    num_candidates = out.retrieval_log_probs.shape[1]
+    correct_with = correct_null = total = 0
+    for b in range(labels.shape[0]):
+        rows = positions[:, 0] == b
+        per_candidate = (log_probs[rows] + weights[rows, None]).view(num_candidates, -1, log_probs.shape[1])  # [K, n_b, V]
+        gold = targets[rows].view(num_candidates, -1)[0]  # [n_b]
+        correct_with += (torch.logsumexp(per_candidate, 0).argmax(-1) == gold).sum().item()
+        if null_index is not None:
+            correct_null += (per_candidate[null_index].argmax(-1) == gold).sum().item()
+        total += gold.numel()
+    return correct_with, correct_null, total
 
 
 def zero_shot_recall(
