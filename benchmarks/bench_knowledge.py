@@ -47,15 +47,17 @@ RECIPES = {
     "tiny": {
         "model": {"random_init": True, "pooling": "mean", "projection_size": None},
         "ict_steps": 150, "ict_batch_size": 32, "ict_learning_rate": 1e-3,
-        "steps": 300, "batch_size": 8, "learning_rate": 1e-3, "retriever_freeze_steps": 100,
+        "reading_warmup_steps": 300,
+        "steps": 300, "batch_size": 8, "learning_rate": 1e-3, "retriever_freeze_steps": 0,
     },
     "minilm": {
         "model": {"retriever": "minilm", "encoder": "minilm", "pooling": "mean", "projection_size": None},
         "ict_steps": 0, "ict_batch_size": 32, "ict_learning_rate": 3e-5,
-        "steps": 150, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 50,
+        "reading_warmup_steps": 80, "mlm_head_learning_rate_factor": 10,
+        "steps": 100, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "bf16",
     },
 }
-TASK = {"num_entities": 100, "block_length": 96, "query_max_length": 32, "joined_max_length": 112, "num_candidates": 8}
+TASK = {"num_entities": 100, "block_length": 96, "query_max_length": 32, "joined_max_length": 112, "num_candidates": 4}
 
 
 def write_jsonl(rows: list[dict], path: str) -> str:
@@ -91,28 +93,64 @@ def run_ict(recipe: dict, corpus_path: str, work: str, seed: int) -> str:
     return os.path.join(output, "final")
 
 
-def run_setting(name: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, ict_dir: str | None,
-                frozen: bool, eval_every: int, seed: int) -> dict:
-    steps = recipe["steps"]
-    trainer = RealmPretrainer(
+def pretrainer(name: str, recipe: dict, model: ModelArguments, corpus: CorpusArguments, work: str, steps: int,
+               eval_every: int, seed: int, tagger, eval_examples, **pretraining) -> RealmPretrainer:
+    return RealmPretrainer(
         LoopArguments(
             output_dir=os.path.join(work, name), max_steps=steps, per_device_batch_size=recipe["batch_size"],
             learning_rate=recipe["learning_rate"], warmup_steps=steps // 10, logging_steps=10, save_steps=0,
-            eval_steps=eval_every, report_to="none", seed=seed, mixed_precision="no",
+            eval_steps=eval_every, report_to="none", seed=seed, mixed_precision=recipe.get("mixed_precision", "no"),
         ),
-        ModelArguments(**recipe["model"]),
-        CorpusArguments(
-            corpus=paths["corpus"], pretraining_corpus=paths["train"], block_length=TASK["block_length"],
-            query_max_length=TASK["query_max_length"], joined_max_length=TASK["joined_max_length"],
-            embed_dtype="float32",
-        ),
+        model,
+        corpus,
         PretrainingArguments(
-            masking="salient_span", num_candidates=TASK["num_candidates"], refresh_schedule="10", refresh_mode="thread",
-            ict_warm_start=ict_dir, rebuild_final_index=False,
-            retriever_freeze_steps=steps + 1 if frozen else recipe["retriever_freeze_steps"],
+            masking="salient_span", num_candidates=TASK["num_candidates"], refresh_schedule="10",
+            refresh_mode="thread", rebuild_final_index=False,
+            mlm_head_learning_rate=recipe.get("mlm_head_learning_rate_factor", 1.0) * recipe["learning_rate"], **pretraining,
         ),
         tagger=tagger,
         eval_examples=eval_examples,
+    )
+
+
+def corpus_arguments(paths: dict, pretraining_corpus: str | None) -> CorpusArguments:
+    return CorpusArguments(
+        corpus=paths["corpus"], pretraining_corpus=pretraining_corpus, block_length=TASK["block_length"],
+        query_max_length=TASK["query_max_length"], joined_max_length=TASK["joined_max_length"], embed_dtype="float32",
+    )
+
+
+def run_reading_warmup(recipe: dict, paths: dict, work: str, ict_dir: str | None, seed: int, tagger, eval_examples) -> tuple[str, dict]:
+    """Stage 1: the corpus's own sentences (X = Z), each with its source block among the candidates, retriever
+    frozen: the encoder learns to read. Returns the output directory and the held-out figures at its end."""
+    recipe = {**recipe, "learning_rate": recipe.get("reading_warmup_learning_rate", recipe["learning_rate"])}
+    trainer = pretrainer(
+        "reading-warmup", recipe, ModelArguments(**recipe["model"]), corpus_arguments(paths, None), work,
+        recipe["reading_warmup_steps"], 0, seed, tagger, eval_examples, ict_warm_start=ict_dir,
+        reading_warmup_steps=recipe["reading_warmup_steps"],
+    )
+    started = time.time()
+    history = trainer.train()
+    figures = {k[len("eval/"):]: v for r in history for k, v in r.items() if k.startswith("eval/")}
+    figures["seconds"] = round(time.time() - started, 1)
+    return os.path.join(work, "reading-warmup", "final"), figures
+
+
+def run_setting(name: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, start_dir: str | None,
+                ict_dir: str | None, frozen: bool, eval_every: int, seed: int) -> dict:
+    steps = recipe["steps"]
+    if start_dir is not None:  # after the reading warm-up: its encoder, and the retriever it kept frozen
+        model = ModelArguments(
+            retriever=os.path.join(start_dir, "retriever"), encoder=os.path.join(start_dir, "encoder"),
+            pooling=recipe["model"]["pooling"], projection_size=recipe["model"]["projection_size"],
+        )
+        ict_dir = None
+    else:
+        model = ModelArguments(**recipe["model"])
+    trainer = pretrainer(
+        name, recipe, model, corpus_arguments(paths, paths["train"]), work, steps, eval_every, seed, tagger,
+        eval_examples, ict_warm_start=ict_dir,
+        retriever_freeze_steps=steps + 1 if frozen else recipe["retriever_freeze_steps"],
     )
     started = time.time()
     before = trainer.evaluate(0)
@@ -132,6 +170,7 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples, tagger, wor
         "gold_posterior_before": before["gold_posterior_mass"],
         "gold_posterior_after": after["gold_posterior_mass"],
         "gold_prior_after": after["gold_prior_mass"],
+        "mlm_acc_retrieval_before": before["mlm_accuracy_with_retrieval"] / 100.0,
         "mlm_acc_retrieval_after": after["mlm_accuracy_with_retrieval"] / 100.0,
         "mlm_acc_null_after": after["mlm_accuracy_null_document"] / 100.0,
         "steps": steps,
@@ -246,11 +285,17 @@ def main(argv: list[str] | None = None) -> dict:
     }
     began = time.time()
     for init, recipe in recipes.items():
-        ict_dir = run_ict(recipe, paths["corpus"], os.path.join(work, init), args.seed) if recipe["ict_steps"] else None
+        init_work = os.path.join(work, init)
+        ict_dir = run_ict(recipe, paths["corpus"], init_work, args.seed) if recipe["ict_steps"] else None
+        start_dir = None
+        if recipe.get("reading_warmup_steps"):
+            start_dir, figures = run_reading_warmup(recipe, paths, init_work, ict_dir, args.seed, tagger, eval_examples)
+            results.setdefault("reading_warmup", {})[init] = figures
+            print(f"{init}: after the reading warm-up {figures}", flush=True)
         for variant in args.variants.split(","):
             name = f"{init}/{variant}"
             result = run_setting(
-                name.replace("/", "-"), recipe, paths, eval_examples, tagger, os.path.join(work, init), ict_dir,
+                name.replace("/", "-"), recipe, paths, eval_examples, tagger, init_work, start_dir, ict_dir,
                 frozen=variant == "control", eval_every=args.eval_every, seed=args.seed,
             )
             results["settings"][name] = result

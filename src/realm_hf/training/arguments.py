@@ -79,12 +79,28 @@ class PretrainingArguments:
     eval_max_questions: int = field(default=200, metadata={"help": "Questions used for Recall@5."})
     eval_mlm_examples: int = field(default=64, metadata={"help": "Held-out masked sentences for MLM accuracy."})
     ict_warm_start: str | None = field(default=None, metadata={"help": "A retriever directory trained by ICT."})
+    reading_warmup_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Steps of reading warm-up at the start (X = Z only): each sentence's own block, which REALM "
+            "excludes, is put among its candidates instead, and the retriever is frozen, so the encoder learns to "
+            "read a block that holds the masked fact before the retriever learns from p(y|z,x)."
+        },
+    )
     retriever_freeze_steps: int = field(
         default=0,
         metadata={
             "help": "Steps during which only the encoder learns (the retriever's learning rate is 0, then it warms "
             "up): the encoder first learns to read the retrieved documents, so that the retriever's gradient "
             "p(z|y,x) - p(z|x) carries signal when it starts. See benchmarks/bench_knowledge.py."
+        },
+    )
+    mlm_head_learning_rate: float | None = field(
+        default=None,
+        metadata={
+            "help": "Peak learning rate of the encoder's MLM head (default: learning_rate). A head initialized fresh "
+            "(all-MiniLM-L6-v2 has none) learns to read retrieved blocks several times faster at 10x the encoder's "
+            "rate (benchmarks/bench_knowledge.py)."
         },
     )
     retriever_learning_rate: float | None = field(

@@ -15,6 +15,7 @@ import os
 import re
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 import torch
 from accelerate import Accelerator
@@ -38,12 +39,15 @@ def latest_checkpoint(output_dir: str) -> str | None:
     return os.path.join(output_dir, f"checkpoint-{max(steps)}") if steps else None
 
 
-def decay_parameter_groups(model: nn.Module, weight_decay: float, **group_options) -> list[dict]:
+def decay_parameter_groups(
+    model: nn.Module, weight_decay: float, select: Callable[[str], bool] | None = None, **group_options
+) -> list[dict]:
     """AdamW groups: no weight decay on biases, LayerNorm weights and the null document's learned logit.
-    `group_options` (e.g. `start_step`) are added to both groups; empty groups are dropped."""
+    `select(name)` keeps some of the parameters (named in `model`, so a tied weight is counted once); `group_options`
+    (e.g. `start_step`, `lr`) are added to both groups; empty groups are dropped."""
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
-        if not parameter.requires_grad:
+        if not parameter.requires_grad or (select is not None and not select(name)):
             continue
         (no_decay if name.endswith(("bias", "null_document_logit")) or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]

@@ -46,8 +46,11 @@ class RealmPretrainingModel(nn.Module):
         self.retriever = retriever
         self.encoder = encoder
 
-    def forward(self, batch: dict, null_candidate_index: int | None = None):
-        retrieval = self.retriever(**retriever_inputs(batch), null_candidate_index=null_candidate_index)
+    def forward(self, batch: dict, null_candidate_index: int | None = None, train_retriever: bool = True):
+        """`train_retriever=False` scores the candidates without building the retriever's graph (a frozen retriever,
+        in a single process: distributed data parallel needs every parameter in the graph)."""
+        with torch.set_grad_enabled(train_retriever and torch.is_grad_enabled()):
+            retrieval = self.retriever(**retriever_inputs(batch), null_candidate_index=null_candidate_index)
         return self.encoder(
             input_ids=batch["input_ids"],
             attention_mask=batch["attention_mask"],
@@ -204,15 +207,29 @@ class RealmPretrainer(TrainingLoop):
         self._prepare_index(work)
 
     def parameter_groups(self, model: RealmPretrainingModel) -> list[dict]:
-        """The encoder's groups, then the retriever's: these start at `retriever_freeze_steps`, at
-        `retriever_learning_rate` when one is given."""
+        """The encoder's BERT, its MLM head (at `mlm_head_learning_rate` when given) and the retriever (from
+        `retriever_start_step`, at `retriever_learning_rate` when given)."""
         weight_decay, args = self.args.weight_decay, self.pretraining_args
-        retriever_options = {"start_step": args.retriever_freeze_steps}
-        if args.retriever_learning_rate is not None:
-            retriever_options["lr"] = args.retriever_learning_rate
-        return decay_parameter_groups(model.encoder, weight_decay) + decay_parameter_groups(
-            model.retriever, weight_decay, **retriever_options
-        )
+
+        def options(learning_rate: float | None, **extra) -> dict:
+            return {**extra, **({"lr": learning_rate} if learning_rate is not None else {})}
+
+        def is_head(name: str) -> bool:
+            return name.startswith("encoder.mlm_head.")
+
+        return [
+            *decay_parameter_groups(model, weight_decay, lambda n: n.startswith("encoder.") and not is_head(n)),
+            *decay_parameter_groups(model, weight_decay, is_head, **options(args.mlm_head_learning_rate)),
+            *decay_parameter_groups(
+                model, weight_decay, lambda n: n.startswith("retriever."),
+                **options(args.retriever_learning_rate, start_step=self.retriever_start_step),
+            ),
+        ]
+
+    @property
+    def retriever_start_step(self) -> int:
+        """The first step at which the retriever learns (after the reading warm-up and `retriever_freeze_steps`)."""
+        return max(self.pretraining_args.retriever_freeze_steps, self.pretraining_args.reading_warmup_steps)
 
     # ------------------------------------------------------------------------------------------------ index
     @property
@@ -293,16 +310,22 @@ class RealmPretrainer(TrainingLoop):
         finally:
             retriever.train(was_training)
 
-    def retrieve_and_collate(self, examples: list[dict], index: RealmIndex | None = None) -> tuple[dict, int | None]:
+    def retrieve_and_collate(
+        self, examples: list[dict], index: RealmIndex | None = None, include_source_block: bool = False
+    ) -> tuple[dict, int | None]:
         """Search the index (`self.index` unless another is given) with the current query tower and build the
-        K-candidate batch."""
+        K-candidate batch. The block a sentence came from (X = Z) is excluded; with `include_source_block` (the reading
+        warm-up) it is the only candidate beside ∅ instead, so that the encoder's gradient goes to reading it."""
         index = self.index if index is None else index
         device = self.accelerator.device
         query_embeds = self.embed_sentences(examples)  # [B, D]
         exclude = None
         if self.x_is_z:
             exclude = [[int(e["source_block_id"])] if int(e.get("source_block_id", -1)) >= 0 else [] for e in examples]
-        _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=exclude)  # [B, k-1]
+        if include_source_block and exclude is not None and all(exclude):
+            block_ids = torch.tensor([source[:1] for source in exclude], dtype=torch.long)  # [B, 1]
+        else:
+            _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=exclude)  # [B, k-1]
         rows = index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
         retrieved = [
             [{name: rows[name][b][j] for name in rows} for j in range(block_ids.shape[1])]
@@ -314,8 +337,11 @@ class RealmPretrainer(TrainingLoop):
         return batch, null_index
 
     def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float]]:
-        batch, null_index = self.retrieve_and_collate(examples)
-        out = self.model(batch, null_candidate_index=null_index)
+        reading_warmup = self.step < self.pretraining_args.reading_warmup_steps
+        batch, null_index = self.retrieve_and_collate(examples, include_source_block=reading_warmup)
+        # while the retriever's learning rate is 0, its backward pass is work for nothing (single process only)
+        frozen = self.step < self.retriever_start_step and self.accelerator.num_processes == 1
+        out = self.model(batch, null_candidate_index=null_index, train_retriever=not frozen)
         return out.loss, self._retrieval_logs(out, null_index)
 
     @staticmethod
