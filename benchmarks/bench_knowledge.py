@@ -50,10 +50,20 @@ RECIPES = {
         "reading_warmup_steps": 300,
         "steps": 300, "batch_size": 8, "learning_rate": 1e-3, "retriever_freeze_steps": 0,
     },
+    # REALM's architecture on MiniLM: [CLS] pooling and a fresh 128-d projection + LayerNorm (the issue's setting)
+    "minilm-cls": {
+        "model": {"retriever": "minilm", "encoder": "minilm", "pooling": "cls", "projection_size": 128},
+        "ict_steps": 0, "ict_batch_size": 32, "ict_learning_rate": 3e-5,
+        "reading_warmup_steps": 100, "reading_warmup_batch_size": 16, "reading_warmup_learning_rate": 2e-4,
+        "mlm_head_learning_rate_factor": 10,
+        "steps": 100, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "bf16",
+    },
+    # MiniLM's own embedding space: mean pooling, no projection
     "minilm": {
         "model": {"retriever": "minilm", "encoder": "minilm", "pooling": "mean", "projection_size": None},
         "ict_steps": 0, "ict_batch_size": 32, "ict_learning_rate": 3e-5,
-        "reading_warmup_steps": 80, "mlm_head_learning_rate_factor": 10,
+        "reading_warmup_steps": 100, "reading_warmup_batch_size": 16, "reading_warmup_learning_rate": 2e-4,
+        "mlm_head_learning_rate_factor": 10,
         "steps": 100, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "bf16",
     },
 }
@@ -123,11 +133,15 @@ def corpus_arguments(paths: dict, pretraining_corpus: str | None) -> CorpusArgum
 def run_reading_warmup(recipe: dict, paths: dict, work: str, ict_dir: str | None, seed: int, tagger, eval_examples) -> tuple[str, dict]:
     """Stage 1: the corpus's own sentences (X = Z), each with its source block among the candidates, retriever
     frozen: the encoder learns to read. Returns the output directory and the held-out figures at its end."""
-    recipe = {**recipe, "learning_rate": recipe.get("reading_warmup_learning_rate", recipe["learning_rate"])}
+    recipe = {
+        **recipe,
+        "learning_rate": recipe.get("reading_warmup_learning_rate", recipe["learning_rate"]),
+        "batch_size": recipe.get("reading_warmup_batch_size", recipe["batch_size"]),
+    }
     trainer = pretrainer(
         "reading-warmup", recipe, ModelArguments(**recipe["model"]), corpus_arguments(paths, None), work,
         recipe["reading_warmup_steps"], 0, seed, tagger, eval_examples, ict_warm_start=ict_dir,
-        reading_warmup_steps=recipe["reading_warmup_steps"],
+        reading_warmup_steps=recipe["reading_warmup_steps"], use_null_document=False,
     )
     started = time.time()
     history = trainer.train()
@@ -139,12 +153,15 @@ def run_reading_warmup(recipe: dict, paths: dict, work: str, ict_dir: str | None
 def run_setting(name: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, start_dir: str | None,
                 ict_dir: str | None, frozen: bool, eval_every: int, seed: int) -> dict:
     steps = recipe["steps"]
-    if start_dir is not None:  # after the reading warm-up: its encoder, and the retriever it kept frozen
+    if start_dir is not None:  # after the reading warm-up: its encoder; the retriever it kept frozen (random init),
+        # or the initial one (the warm-up of MiniLM's encoder is shared by the MiniLM retriever variants)
+        retriever = recipe["model"].get("retriever", "minilm")
+        if recipe["model"].get("random_init"):
+            retriever, ict_dir = os.path.join(start_dir, "retriever"), None
         model = ModelArguments(
-            retriever=os.path.join(start_dir, "retriever"), encoder=os.path.join(start_dir, "encoder"),
+            retriever=retriever, encoder=os.path.join(start_dir, "encoder"),
             pooling=recipe["model"]["pooling"], projection_size=recipe["model"]["projection_size"],
         )
-        ict_dir = None
     else:
         model = ModelArguments(**recipe["model"])
     trainer = pretrainer(
@@ -238,7 +255,9 @@ def plot(results: dict, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--inits", default="tiny,minilm", help="Comma-separated: tiny, minilm.")
+    parser.add_argument("--inits", default="tiny,minilm-cls,minilm", help="Comma-separated: " + ", ".join(RECIPES) + ".")
+    parser.add_argument("--relational", action="store_true", help="The relational variant of the task (held-out "
+                        "sentences name people through their teacher).")
     parser.add_argument("--variants", default="recipe,control", help="Comma-separated: recipe, control.")
     parser.add_argument("--steps", type=int, default=None, help="Override the recipes' pre-training steps.")
     parser.add_argument("--eval-every", type=int, default=25)
@@ -262,7 +281,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-knowledge-")
     os.makedirs(work, exist_ok=True)
-    task = make_knowledge_task(TASK["num_entities"], seed=args.seed)
+    task = make_knowledge_task(TASK["num_entities"], seed=args.seed, relational=args.relational)
     paths = {
         "corpus": write_jsonl(task.documents, os.path.join(work, "corpus.jsonl")),
         "train": write_jsonl(task.train_sentences, os.path.join(work, "train.jsonl")),
@@ -280,18 +299,23 @@ def main(argv: list[str] | None = None) -> dict:
 
     results = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-        "task": TASK, "recipes": recipes, "train_sentences": len(task.train_sentences),
+        "task": {**TASK, "relational": args.relational}, "recipes": recipes, "train_sentences": len(task.train_sentences),
         "held_out_sentences": len(task.held_out_sentences), "settings": {},
     }
     began = time.time()
+    warmed_up: dict[str, tuple[str, dict]] = {}
     for init, recipe in recipes.items():
         init_work = os.path.join(work, init)
         ict_dir = run_ict(recipe, paths["corpus"], init_work, args.seed) if recipe["ict_steps"] else None
         start_dir = None
         if recipe.get("reading_warmup_steps"):
-            start_dir, figures = run_reading_warmup(recipe, paths, init_work, ict_dir, args.seed, tagger, eval_examples)
+            # one warm-up per encoder: only the source block is a candidate, so the retriever plays no part in it
+            key = "random" if recipe["model"].get("random_init") else recipe["model"]["encoder"]
+            if key not in warmed_up:
+                warmed_up[key] = run_reading_warmup(recipe, paths, init_work, ict_dir, args.seed, tagger, eval_examples)
+                print(f"{init}: after the reading warm-up {warmed_up[key][1]}", flush=True)
+            start_dir, figures = warmed_up[key]
             results.setdefault("reading_warmup", {})[init] = figures
-            print(f"{init}: after the reading warm-up {figures}", flush=True)
         for variant in args.variants.split(","):
             name = f"{init}/{variant}"
             result = run_setting(

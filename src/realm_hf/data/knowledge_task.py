@@ -3,17 +3,19 @@
 Fictional people, one document each, hold attributes (home city, job, pet, favourite colour, sport), and each was
 taught by another person, which only their own document says: "Gristu Tukpuk lives in dublin. They were taught by
 Bupem Zursik. They work as a soldier. ..." Pre-training sentences restate one attribute with its value masked, naming
-the person either directly ("Gristu Tukpuk has a house in [MASK].") or through the teacher ("The student of Bupem
-Zursik has a house in [MASK]."). The value can be predicted only by reading the person's document (values are drawn
+the person ("Gristu Tukpuk has a house in [MASK].") or, in the relational variant, the teacher ("The student of
+Bupem Zursik has a house in [MASK]."). The value can be predicted only by reading the person's document (values are drawn
 at random, so neither names nor templates give them away).
 
-Held-out sentences name the person through the teacher, with templates never seen in training, and ask for each
-person an attribute that no training sentence states, so memorizing facts in the encoder's weights does not help:
-only retrieval + reading does. For them, a retriever that matches names finds the teacher's own document (the
-teacher's name is its title and its first words) instead of the student's, which names the teacher once; a
-retriever has to *learn* that "the student of X" is answered by the document that says "taught by X". A word-matching
-retriever (a sentence embedder, or one warmed up by ICT) usually has both documents in its top few, which is what
-lets the masked-LM signal (the student's document predicts the masked value, the teacher's does not) teach it.
+Held-out sentences use templates never seen in training and ask, for each person, an attribute that no training
+sentence states, so memorizing facts in the encoder's weights does not help: only retrieval + reading does. The
+teacher sentence names another person twice, so a retriever that matches names anywhere in a block is distracted;
+the masked-LM signal (the person's own block predicts the value, the teacher's student's block does not) teaches it
+which block is *about* the person.
+
+The relational variant (`relational=True`) also names people through their teacher, and its held-out sentences only
+so: a retriever that matches names then finds the teacher's own block (titled with the name) instead of the
+student's, and has to learn that "the student of X" is answered by the block that says "taught by X".
 
 Everything is generated from a seed: `make_knowledge_task(num_entities=..., seed=...)`.
 """
@@ -125,19 +127,23 @@ def _names(count: int, rng: np.random.Generator) -> list[str]:
     return sorted(names, key=lambda _: rng.random())
 
 
-def make_knowledge_task(num_entities: int = 100, seed: int = 0) -> KnowledgeTask:
+def make_knowledge_task(num_entities: int = 100, seed: int = 0, relational: bool = False) -> KnowledgeTask:
     r"""
     Generate a [`KnowledgeTask`].
 
     Args:
         num_entities (`int`, defaults to 100): People, hence documents.
         seed (`int`, defaults to 0): Seed of names, values and teachers.
+        relational (`bool`, defaults to `False`): Whether sentences also name people through their teacher ("the
+            student of X"): then each training template is used once by name and once through the teacher, and the
+            held-out sentences name the person only through the teacher (the hard variant). Otherwise every sentence
+            names the person, and the teacher sentence of each document is a distractor: it names another person
+            twice, as often as the document names its own subject.
 
     Returns:
         [`KnowledgeTask`]: per person, one document stating all its attributes and its teacher (the teachers are a
         random cyclic permutation: everyone teaches exactly one other person); training sentences for all attributes
-        but one, each training template once by name and once through the teacher; held-out sentences for that one
-        attribute, each held-out template through the teacher.
+        but one; held-out sentences (the held-out templates) for that one attribute.
     """
     if num_entities < 2:
         raise ValueError(f"num_entities must be at least 2 (everyone is taught by someone else), got {num_entities}.")
@@ -156,11 +162,13 @@ def make_knowledge_task(num_entities: int = 100, seed: int = 0) -> KnowledgeTask
         student_of = _STUDENT_OF.format(t=names[teacher[i]])
         held_out_attribute = attributes[i % len(attributes)]
         for attribute in attributes:
+            references = ((name, "name"), (student_of, "teacher")) if relational else ((name, "name"),)
             if attribute == held_out_attribute:
-                phrasings = [(template, student_of, "teacher") for template in _HELD_OUT_TEMPLATES[attribute]]
+                who, how = references[-1]
+                phrasings = [(template, who, how) for template in _HELD_OUT_TEMPLATES[attribute]]
                 target = held_out
             else:
-                phrasings = [(t, who, how) for t in _TRAIN_TEMPLATES[attribute] for who, how in ((name, "name"), (student_of, "teacher"))]
+                phrasings = [(t, who, how) for t in _TRAIN_TEMPLATES[attribute] for who, how in references]
                 target = train
             for t, (template, who, how) in enumerate(phrasings):
                 text = template.format(n=who, v=values[attribute])
