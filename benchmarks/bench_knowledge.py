@@ -44,11 +44,14 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # The recipe per initialization. What is shared is the recipe of examples/configs (see the README table); what
 # differs is only the model size and the step count it affords on 2 CPU cores.
 RECIPES = {
+    # random 2-layer BERTs (hidden 64, 4 heads) for both towers and the encoder; ICT gives the retriever its start
     "tiny": {
         "model": {"random_init": True, "pooling": "mean", "projection_size": None},
-        "ict_steps": 150, "ict_batch_size": 32, "ict_learning_rate": 1e-3,
-        "reading_warmup_steps": 300,
-        "steps": 300, "batch_size": 8, "learning_rate": 1e-3, "retriever_freeze_steps": 0,
+        "random_bert": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128},
+        "ict_steps": 200, "ict_batch_size": 32, "ict_learning_rate": 1e-3,
+        "reading_warmup_steps": 400, "reading_warmup_batch_size": 64, "reading_warmup_learning_rate": 2e-3,
+        "mlm_head_learning_rate_factor": 1,
+        "steps": 300, "batch_size": 16, "learning_rate": 1e-3, "retriever_freeze_steps": 0,
     },
     # REALM's architecture on MiniLM: [CLS] pooling and a fresh 128-d projection + LayerNorm (the issue's setting)
     "minilm-cls": {
@@ -56,7 +59,7 @@ RECIPES = {
         "ict_steps": 0, "ict_batch_size": 32, "ict_learning_rate": 3e-5,
         "reading_warmup_steps": 100, "reading_warmup_batch_size": 16, "reading_warmup_learning_rate": 2e-4,
         "mlm_head_learning_rate_factor": 10,
-        "steps": 100, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "bf16",
+        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "bf16",
     },
     # MiniLM's own embedding space: mean pooling, no projection
     "minilm": {
@@ -64,7 +67,7 @@ RECIPES = {
         "ict_steps": 0, "ict_batch_size": 32, "ict_learning_rate": 3e-5,
         "reading_warmup_steps": 100, "reading_warmup_batch_size": 16, "reading_warmup_learning_rate": 2e-4,
         "mlm_head_learning_rate_factor": 10,
-        "steps": 100, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "bf16",
+        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "bf16",
     },
 }
 TASK = {"num_entities": 100, "block_length": 96, "query_max_length": 32, "joined_max_length": 112, "num_candidates": 4}
@@ -85,6 +88,28 @@ def held_out_examples(task, tokenizer, query_max_length: int):
     if len(masked) != len(task.held_out_sentences):
         raise RuntimeError(f"{len(masked)} masked sentences for {len(task.held_out_sentences)} held-out sentences")
     return masked.add_column("gold_block_id", [int(s["entity"]) for s in task.held_out_sentences])
+
+
+def save_random_models(recipe: dict, work: str, tokenizer) -> dict:
+    """Random `RealmRetriever` / `RealmKnowledgeEncoder` of the recipe's BERT size, saved where `ModelArguments`
+    can name them."""
+    from realm_hf import RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig, RealmRetriever, RealmRetrieverConfig
+
+    torch.manual_seed(0)
+    bert = {**recipe["random_bert"], "vocab_size": len(tokenizer), "max_position_embeddings": 512}
+    model = recipe["model"]
+    retriever = RealmRetriever(RealmRetrieverConfig(
+        bert_config=bert, pooling=model["pooling"], projection_size=model["projection_size"],
+        query_max_length=TASK["query_max_length"], block_max_length=TASK["block_length"],
+    ))
+    encoder = RealmKnowledgeEncoder(RealmKnowledgeEncoderConfig(
+        bert_config=bert, max_length=TASK["joined_max_length"], mask_token_id=tokenizer.mask_token_id
+    ))
+    paths = {"retriever": os.path.join(work, "random-retriever"), "encoder": os.path.join(work, "random-encoder")}
+    for network, path in ((retriever, paths["retriever"]), (encoder, paths["encoder"])):
+        network.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+    return {**paths, "pooling": model["pooling"], "projection_size": model["projection_size"]}
 
 
 def run_ict(recipe: dict, corpus_path: str, work: str, seed: int) -> str:
@@ -156,8 +181,6 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples, tagger, wor
     if start_dir is not None:  # after the reading warm-up: its encoder; the retriever it kept frozen (random init),
         # or the initial one (the warm-up of MiniLM's encoder is shared by the MiniLM retriever variants)
         retriever = recipe["model"].get("retriever", "minilm")
-        if recipe["model"].get("random_init"):
-            retriever, ict_dir = os.path.join(start_dir, "retriever"), None
         model = ModelArguments(
             retriever=retriever, encoder=os.path.join(start_dir, "encoder"),
             pooling=recipe["model"]["pooling"], projection_size=recipe["model"]["projection_size"],
@@ -256,11 +279,13 @@ def plot(results: dict, path: str) -> None:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--inits", default="tiny,minilm-cls,minilm", help="Comma-separated: " + ", ".join(RECIPES) + ".")
+    parser.add_argument("--no-paraphrase", dest="paraphrase", action="store_false", help="Sentences in the "
+                        "documents' own words (reading is copying; the CI-sized task).")
     parser.add_argument("--relational", action="store_true", help="The relational variant of the task (held-out "
                         "sentences name people through their teacher).")
     parser.add_argument("--variants", default="recipe,control", help="Comma-separated: recipe, control.")
     parser.add_argument("--steps", type=int, default=None, help="Override the recipes' pre-training steps.")
-    parser.add_argument("--eval-every", type=int, default=25)
+    parser.add_argument("--eval-every", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], help="Override a recipe value: INIT.KEY=VALUE (JSON).")
     parser.add_argument("--output", default=os.path.join(RESULTS, "knowledge"), help="Prefix of .json/.md/.png.")
@@ -281,7 +306,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-knowledge-")
     os.makedirs(work, exist_ok=True)
-    task = make_knowledge_task(TASK["num_entities"], seed=args.seed, relational=args.relational)
+    task = make_knowledge_task(
+        TASK["num_entities"], seed=args.seed, relational=args.relational, paraphrase=args.paraphrase
+    )
     paths = {
         "corpus": write_jsonl(task.documents, os.path.join(work, "corpus.jsonl")),
         "train": write_jsonl(task.train_sentences, os.path.join(work, "train.jsonl")),
@@ -299,18 +326,20 @@ def main(argv: list[str] | None = None) -> dict:
 
     results = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-        "task": {**TASK, "relational": args.relational}, "recipes": recipes, "train_sentences": len(task.train_sentences),
+        "task": {**TASK, "relational": args.relational, "paraphrase": args.paraphrase}, "recipes": recipes, "train_sentences": len(task.train_sentences),
         "held_out_sentences": len(task.held_out_sentences), "settings": {},
     }
     began = time.time()
     warmed_up: dict[str, tuple[str, dict]] = {}
     for init, recipe in recipes.items():
         init_work = os.path.join(work, init)
+        if "random_bert" in recipe:  # sizes the trainers' random_init does not offer: save them, name them
+            recipe = {**recipe, "model": save_random_models(recipe, init_work, tokenizer)}
         ict_dir = run_ict(recipe, paths["corpus"], init_work, args.seed) if recipe["ict_steps"] else None
         start_dir = None
         if recipe.get("reading_warmup_steps"):
             # one warm-up per encoder: only the source block is a candidate, so the retriever plays no part in it
-            key = "random" if recipe["model"].get("random_init") else recipe["model"]["encoder"]
+            key = recipe["model"]["encoder"]
             if key not in warmed_up:
                 warmed_up[key] = run_reading_warmup(recipe, paths, init_work, ict_dir, args.seed, tagger, eval_examples)
                 print(f"{init}: after the reading warm-up {warmed_up[key][1]}", flush=True)

@@ -127,7 +127,9 @@ def _names(count: int, rng: np.random.Generator) -> list[str]:
     return sorted(names, key=lambda _: rng.random())
 
 
-def make_knowledge_task(num_entities: int = 100, seed: int = 0, relational: bool = False) -> KnowledgeTask:
+def make_knowledge_task(
+    num_entities: int = 100, seed: int = 0, relational: bool = False, paraphrase: bool = True
+) -> KnowledgeTask:
     r"""
     Generate a [`KnowledgeTask`].
 
@@ -139,6 +141,10 @@ def make_knowledge_task(num_entities: int = 100, seed: int = 0, relational: bool
             held-out sentences name the person only through the teacher (the hard variant). Otherwise every sentence
             names the person, and the teacher sentence of each document is a distractor: it names another person
             twice, as often as the document names its own subject.
+        paraphrase (`bool`, defaults to `True`): Whether sentences reword the documents (training and held-out
+            templates differ from the documents' and from each other). `False` states each fact in the document's
+            own words ("Gristu Tukpuk lives in [MASK]."), one sentence per fact: reading is then copying, which a tiny
+            random encoder learns in seconds (the CI-sized version of the task).
 
     Returns:
         [`KnowledgeTask`]: per person, one document stating all its attributes and its teacher (the teachers are a
@@ -163,12 +169,15 @@ def make_knowledge_task(num_entities: int = 100, seed: int = 0, relational: bool
         held_out_attribute = attributes[i % len(attributes)]
         for attribute in attributes:
             references = ((name, "name"), (student_of, "teacher")) if relational else ((name, "name"),)
+            own_words = (_DOCUMENT_TEMPLATES[attribute][0],)
             if attribute == held_out_attribute:
                 who, how = references[-1]
-                phrasings = [(template, who, how) for template in _HELD_OUT_TEMPLATES[attribute]]
+                templates = _HELD_OUT_TEMPLATES[attribute] if paraphrase else own_words
+                phrasings = [(template, who, how) for template in templates]
                 target = held_out
             else:
-                phrasings = [(t, who, how) for t in _TRAIN_TEMPLATES[attribute] for who, how in references]
+                templates = _TRAIN_TEMPLATES[attribute] if paraphrase else own_words
+                phrasings = [(t, who, how) for t in templates for who, how in references]
                 target = train
             for t, (template, who, how) in enumerate(phrasings):
                 text = template.format(n=who, v=values[attribute])
