@@ -31,6 +31,7 @@ import tempfile
 import time
 
 import torch
+from accelerate.state import AcceleratorState
 
 from realm_hf.corpus import split_into_blocks
 from realm_hf.data.knowledge_task import KnowledgeValueTagger, make_knowledge_task
@@ -114,6 +115,7 @@ def save_random_models(recipe: dict, work: str, tokenizer) -> dict:
 
 def run_ict(recipe: dict, corpus_path: str, work: str, seed: int) -> str:
     output = os.path.join(work, "ict")
+    AcceleratorState._reset_state(reset_partial_state=True)
     trainer = IctTrainer(
         LoopArguments(
             output_dir=output, max_steps=recipe["ict_steps"], per_device_batch_size=recipe["ict_batch_size"],
@@ -130,6 +132,8 @@ def run_ict(recipe: dict, corpus_path: str, work: str, seed: int) -> str:
 
 def pretrainer(name: str, recipe: dict, model: ModelArguments, corpus: CorpusArguments, work: str, steps: int,
                eval_every: int, seed: int, tagger, eval_examples, **pretraining) -> RealmPretrainer:
+    # the runs of one benchmark differ in mixed precision: Accelerate's process-wide state must start anew
+    AcceleratorState._reset_state(reset_partial_state=True)
     return RealmPretrainer(
         LoopArguments(
             output_dir=os.path.join(work, name), max_steps=steps, per_device_batch_size=recipe["batch_size"],
@@ -166,7 +170,7 @@ def run_reading_warmup(recipe: dict, paths: dict, work: str, ict_dir: str | None
     trainer = pretrainer(
         "reading-warmup", recipe, ModelArguments(**recipe["model"]), corpus_arguments(paths, None), work,
         recipe["reading_warmup_steps"], 0, seed, tagger, eval_examples, ict_warm_start=ict_dir,
-        reading_warmup_steps=recipe["reading_warmup_steps"], use_null_document=False,
+        reading_warmup_steps=recipe["reading_warmup_steps"],
     )
     started = time.time()
     history = trainer.train()
@@ -219,16 +223,22 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples, tagger, wor
     }
 
 
+def describe_task(task: dict) -> str:
+    words = "unseen templates" if task.get("paraphrase", True) else "the documents' own words"
+    who = "the person named through their teacher" if task.get("relational") else "the person named"
+    return f"unseen facts, {words}, {who}"
+
+
 def write_markdown(results: dict, path: str) -> None:
     k = TASK["num_candidates"] - 1
     lines = [
         "# REALM pre-training on a controlled knowledge task",
         "",
         f"`python benchmarks/bench_knowledge.py` — {results['machine']}; {results['total_minutes']:.1f} min in all. "
-        f"{TASK['num_entities']} documents, {results['train_sentences']} pre-training sentences, "
-        f"{results['held_out_sentences']} held-out sentences (unseen templates, unseen facts, the person named "
-        f"through their teacher); K = {TASK['num_candidates']} candidates (∅ + {k} retrieved). Retrieval is measured "
-        "over the whole corpus with an exact index of the current document tower.",
+        f"{results['task']['num_entities']} documents, {results['train_sentences']} pre-training sentences, "
+        f"{results['held_out_sentences']} held-out sentences ({describe_task(results['task'])}); "
+        f"K = {TASK['num_candidates']} candidates (∅ + {k} retrieved). Retrieval is measured over the whole corpus "
+        "with an exact index of the current document tower.",
         "",
         f"| init | retriever | steps | top-1 before | top-1 after | top-{k} before | top-{k} after | gold posterior "
         "after | MLM acc. with retrieval | MLM acc. ∅ only | time |",
@@ -287,6 +297,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, default=None, help="Override the recipes' pre-training steps.")
     parser.add_argument("--eval-every", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--num-entities", type=int, default=TASK["num_entities"], help="People, hence documents.")
     parser.add_argument("--set", action="append", default=[], help="Override a recipe value: INIT.KEY=VALUE (JSON).")
     parser.add_argument("--output", default=os.path.join(RESULTS, "knowledge"), help="Prefix of .json/.md/.png.")
     parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
@@ -307,7 +318,7 @@ def main(argv: list[str] | None = None) -> dict:
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-knowledge-")
     os.makedirs(work, exist_ok=True)
     task = make_knowledge_task(
-        TASK["num_entities"], seed=args.seed, relational=args.relational, paraphrase=args.paraphrase
+        args.num_entities, seed=args.seed, relational=args.relational, paraphrase=args.paraphrase
     )
     paths = {
         "corpus": write_jsonl(task.documents, os.path.join(work, "corpus.jsonl")),
@@ -326,7 +337,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     results = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-        "task": {**TASK, "relational": args.relational, "paraphrase": args.paraphrase}, "recipes": recipes, "train_sentences": len(task.train_sentences),
+        "task": {**TASK, "num_entities": args.num_entities, "relational": args.relational, "paraphrase": args.paraphrase}, "recipes": recipes, "train_sentences": len(task.train_sentences),
         "held_out_sentences": len(task.held_out_sentences), "settings": {},
     }
     began = time.time()

@@ -117,3 +117,50 @@ def test_resume_continues_at_the_same_step_with_the_same_data(tmp_path, monkeypa
         assert loss == pytest.approx(reference[step], rel=1e-4), (step, loss, reference[step])
     with open(tmp_path / "full" / "checkpoint-3" / "trainer_state.json") as f:
         assert json.load(f)["index_step"] == 0
+
+
+def _retriever_state(trainer):
+    return {k: v.detach().clone() for k, v in trainer.retriever.state_dict().items()}
+
+
+def test_reading_warmup_reads_the_source_block_alone_with_the_retriever_frozen_then_the_retriever_learns(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=3, refresh="0", reading_warmup_steps=2, mlm_head_learning_rate=1e-2)
+    examples = [trainer.train_examples[i] for i in range(4)]
+    batch, null_index = trainer.retrieve_and_collate(examples, include_source_block=True)
+    assert null_index is None and batch["candidate_block_ids"].shape == (4, 1)  # no ∅, no retrieved block
+    assert batch["candidate_block_ids"][:, 0].tolist() == [int(e["source_block_id"]) for e in examples]
+    batch, null_index = trainer.retrieve_and_collate(examples)  # after the warm-up: REALM's candidates
+    assert null_index == 0 and batch["candidate_block_ids"].shape == (4, 4)
+    assert not (batch["candidate_block_ids"] == torch.tensor([int(e["source_block_id"]) for e in examples])[:, None]).any()
+    # the MLM head has its own learning rate; the retriever's starts after the warm-up
+    rates = {tuple(sorted(id(p) for p in g["params"])): g for g in trainer.optimizer.param_groups}
+    head = {id(p) for n, p in trainer.model.named_parameters() if n.startswith("encoder.mlm_head.")}
+    assert any(set(k) <= head and g["initial_lr"] == 1e-2 for k, g in rates.items())
+
+    initial_retriever = _retriever_state(trainer)
+    initial_encoder = {k: v.clone() for k, v in trainer.accelerator.unwrap_model(trainer.model).encoder.state_dict().items()}
+    trainer.args.max_steps = 2
+    trainer.train()
+    after_warmup = _retriever_state(trainer)
+    assert all(torch.equal(initial_retriever[k], after_warmup[k]) for k in initial_retriever)
+    encoder = trainer.accelerator.unwrap_model(trainer.model).encoder.state_dict()
+    assert any(not torch.equal(initial_encoder[k], encoder[k]) for k in initial_encoder)
+
+    trainer = make_trainer(tmp_path / "longer", max_steps=4, refresh="0", reading_warmup_steps=2)
+    initial_retriever = _retriever_state(trainer)
+    trainer.train()
+    changed = _retriever_state(trainer)
+    assert any(not torch.equal(initial_retriever[k], changed[k]) for k in initial_retriever)
+
+
+def test_reading_warmup_with_another_pretraining_corpus_is_refused(tmp_path):
+    corpus = tmp_path / "x.jsonl"
+    corpus.write_text(json.dumps({"id": "1", "title": "T", "text": "Paris is in France. It rains in London."}) + "\n")
+    loop = LoopArguments(output_dir=str(tmp_path / "out"), max_steps=1, report_to="none")
+    with pytest.raises(ValueError, match="reading_warmup_steps=5 needs X = Z"):
+        RealmPretrainer(
+            loop, ModelArguments(random_init=True),
+            CorpusArguments(corpus="embedded", max_articles=4, block_length=64, query_max_length=32,
+                            joined_max_length=96, embed_dtype="float32", pretraining_corpus=str(corpus)),
+            PretrainingArguments(num_candidates=4, reading_warmup_steps=5, refresh_mode="thread"),
+        )

@@ -83,8 +83,10 @@ class PretrainingArguments:
         default=0,
         metadata={
             "help": "Steps of reading warm-up at the start (X = Z only): each sentence's own block, which REALM "
-            "excludes, is put among its candidates instead, and the retriever is frozen, so the encoder learns to "
-            "read a block that holds the masked fact before the retriever learns from p(y|z,x)."
+            "excludes, is its only candidate instead (no null document), and the retriever is frozen, so the "
+            "encoder learns to read a block that holds the masked fact before the retriever learns from p(y|z,x). "
+            "Without it the retriever's gradient p(z|y,x) - p(z|x) is noise that it fits: held-out retrieval "
+            "collapses (benchmarks/bench_knowledge.py)."
         },
     )
     retriever_freeze_steps: int = field(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DataLoaderConfiguration, set_seed
+from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, set_seed
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -244,9 +244,13 @@ class TrainingLoop:
         logger.info("step %d: %s", self.step, " ".join(f"{k}={v:.4g}" for k, v in sorted(record.items())))
 
 
-def make_accelerator(args: LoopArguments) -> Accelerator:
+def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) -> Accelerator:
+    """The Accelerator of a training loop; `find_unused_parameters` tells distributed data parallel that some steps
+    leave parameters out of the loss (e.g. the retriever during the reading warm-up)."""
     set_seed(args.seed)
+    handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else None
     return Accelerator(
+        kwargs_handlers=handlers,
         # the data order is a function of (seed, epoch), so a resumed run sees the same batches
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
         gradient_accumulation_steps=args.gradient_accumulation_steps,

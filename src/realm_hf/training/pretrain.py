@@ -46,16 +46,23 @@ class RealmPretrainingModel(nn.Module):
         self.retriever = retriever
         self.encoder = encoder
 
-    def forward(self, batch: dict, null_candidate_index: int | None = None, train_retriever: bool = True):
+    def forward(
+        self, batch: dict, null_candidate_index: int | None = None, train_retriever: bool = True,
+        score_candidates: bool = True,
+    ):
         """`train_retriever=False` scores the candidates without building the retriever's graph (a frozen retriever,
-        in a single process: distributed data parallel needs every parameter in the graph)."""
-        with torch.set_grad_enabled(train_retriever and torch.is_grad_enabled()):
-            retrieval = self.retriever(**retriever_inputs(batch), null_candidate_index=null_candidate_index)
+        in a single process: distributed data parallel needs every parameter in the graph); `score_candidates=False`
+        gives every candidate the same score, without running the retriever (one candidate: p(z|x) = 1)."""
+        if score_candidates:
+            with torch.set_grad_enabled(train_retriever and torch.is_grad_enabled()):
+                scores = self.retriever(**retriever_inputs(batch), null_candidate_index=null_candidate_index).relevance_scores
+        else:
+            scores = batch["input_ids"].new_zeros(batch["input_ids"].shape[:2], dtype=torch.float32)  # [B, K]
         return self.encoder(
             input_ids=batch["input_ids"],
             attention_mask=batch["attention_mask"],
             token_type_ids=batch["token_type_ids"],
-            relevance_scores=retrieval.relevance_scores,
+            relevance_scores=scores,
             labels=batch["labels"],
             null_candidate_index=null_candidate_index,
         )
@@ -152,7 +159,14 @@ class RealmPretrainer(TrainingLoop):
     ):
         from .loop import make_accelerator
 
-        accelerator = make_accelerator(loop_args)
+        if pretraining_args.reading_warmup_steps and corpus_args.pretraining_corpus is not None:
+            raise ValueError(
+                f"reading_warmup_steps={pretraining_args.reading_warmup_steps} needs X = Z (each sentence's own block "
+                f"is its candidate), but pretraining_corpus={corpus_args.pretraining_corpus!r} is another corpus. "
+                "Run the warm-up on the knowledge corpus first (no pretraining_corpus), then pre-train from its "
+                "final/encoder with reading_warmup_steps=0."
+            )
+        accelerator = make_accelerator(loop_args, find_unused_parameters=pretraining_args.reading_warmup_steps > 0)
         self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
         tokenizer_path = resolve_bert_path(model_args.encoder if not model_args.random_init else "minilm")
         if _is_realm_dir(tokenizer_path, "realm_knowledge_encoder") and not os.path.isfile(
@@ -190,9 +204,12 @@ class RealmPretrainer(TrainingLoop):
         self.eval_examples = split["test"] if split else eval_examples
         logger.info("%d blocks, %d masked training sentences", len(self.blocks), len(self.train_examples))
 
-        self.collator = RealmPretrainingCollator(
-            self.tokenizer, block_max_length=corpus_args.block_length,
-            joined_max_length=corpus_args.joined_max_length, use_null_document=pretraining_args.use_null_document,
+        self.collator, self.reading_collator = (
+            RealmPretrainingCollator(
+                self.tokenizer, block_max_length=corpus_args.block_length,
+                joined_max_length=corpus_args.joined_max_length, use_null_document=use_null_document,
+            )
+            for use_null_document in (pretraining_args.use_null_document, False)
         )
         self.num_retrieved = pretraining_args.num_candidates - int(pretraining_args.use_null_document)
         generator = torch.Generator().manual_seed(loop_args.seed)
@@ -315,15 +332,19 @@ class RealmPretrainer(TrainingLoop):
     ) -> tuple[dict, int | None]:
         """Search the index (`self.index` unless another is given) with the current query tower and build the
         K-candidate batch. The block a sentence came from (X = Z) is excluded; with `include_source_block` (the reading
-        warm-up) it is the only candidate beside ∅ instead, so that the encoder's gradient goes to reading it."""
+        warm-up) it is the only candidate instead (no ∅), so that the encoder's whole gradient goes to reading it."""
         index = self.index if index is None else index
         device = self.accelerator.device
         query_embeds = self.embed_sentences(examples)  # [B, D]
         exclude = None
         if self.x_is_z:
             exclude = [[int(e["source_block_id"])] if int(e.get("source_block_id", -1)) >= 0 else [] for e in examples]
-        if include_source_block and exclude is not None and all(exclude):
+        collator = self.collator
+        if include_source_block:
+            if exclude is None or not all(exclude):
+                raise ValueError("The reading warm-up needs the source block of every sentence (X = Z).")
             block_ids = torch.tensor([source[:1] for source in exclude], dtype=torch.long)  # [B, 1]
+            collator = self.reading_collator  # the source block alone: the encoder's whole gradient goes to reading
         else:
             _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=exclude)  # [B, k-1]
         rows = index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
@@ -331,7 +352,7 @@ class RealmPretrainer(TrainingLoop):
             [{name: rows[name][b][j] for name in rows} for j in range(block_ids.shape[1])]
             for b in range(len(examples))
         ]
-        batch = self.collator(examples, retrieved)
+        batch = collator(examples, retrieved)
         null_index = batch.pop("null_candidate_index", None)
         batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         return batch, null_index
@@ -341,7 +362,9 @@ class RealmPretrainer(TrainingLoop):
         batch, null_index = self.retrieve_and_collate(examples, include_source_block=reading_warmup)
         # while the retriever's learning rate is 0, its backward pass is work for nothing (single process only)
         frozen = self.step < self.retriever_start_step and self.accelerator.num_processes == 1
-        out = self.model(batch, null_candidate_index=null_index, train_retriever=not frozen)
+        out = self.model(
+            batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup
+        )
         return out.loss, self._retrieval_logs(out, null_index)
 
     @staticmethod

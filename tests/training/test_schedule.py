@@ -1,0 +1,27 @@
+"""The learning-rate schedule of the training loop: transformers' linear warm-up/decay, and groups that start late
+(the retriever after the reading warm-up)."""
+
+import pytest
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from realm_hf.training.loop import linear_schedule
+
+
+@pytest.mark.parametrize("warmup", [0, 3, 10])
+def test_without_a_start_step_it_is_transformers_linear_schedule(warmup):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    reference = get_linear_schedule_with_warmup(optimizer, warmup, 20)
+    expected = []
+    for _ in range(25):
+        expected.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        reference.step()
+    assert [linear_schedule(step, warmup, 20) for step in range(25)] == pytest.approx(expected)
+
+
+def test_a_late_group_is_zero_until_its_start_then_warms_up_and_decays_to_zero_with_the_others():
+    factors = [linear_schedule(step, warmup_steps=4, total_steps=20, start_step=8) for step in range(21)]
+    assert factors[:8] == [0.0] * 8
+    assert factors[8:13] == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0])
+    assert factors[12:] == sorted(factors[12:], reverse=True) and factors[20] == 0.0
