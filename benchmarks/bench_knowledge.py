@@ -264,24 +264,26 @@ def plot(results: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    inits = sorted({s.split("/")[0] for s in results["settings"]})
-    fig, axes = plt.subplots(1, 2 * len(inits), figsize=(5 * 2 * len(inits), 3.6))
+    inits = list(dict.fromkeys(s.split("/")[0] for s in results["settings"]))
+    fig, axes = plt.subplots(2, len(inits), figsize=(4.2 * len(inits), 6.4), squeeze=False)
     for i, init in enumerate(inits):
+        top, accuracy = axes[0, i], axes[1, i]
         for variant, style in (("recipe", "-"), ("control", "--")):
             r = results["settings"].get(f"{init}/{variant}")
             if r is None:
                 continue
             steps = [p["step"] for p in r["curve"]]
             label = "retriever trained" if variant == "recipe" else "retriever frozen"
-            axes[2 * i].plot(steps, [p["gold_top1"] for p in r["curve"]], style, marker="o", label=label)
-            axes[2 * i + 1].plot(steps, [p["mlm_accuracy_with_retrieval"] / 100 for p in r["curve"]], style, marker="o",
-                                 label=f"{label}: with retrieval")
-            axes[2 * i + 1].plot(steps, [p["mlm_accuracy_null_document"] / 100 for p in r["curve"]], style, color="gray",
-                                 label=f"{label}: ∅ only")
-        axes[2 * i].set(title=f"{init}: gold document top-1 (held out)", xlabel="step", ylim=(0, 1))
-        axes[2 * i + 1].set(title=f"{init}: masked-token accuracy (held out)", xlabel="step", ylim=(0, 1))
-        axes[2 * i].legend(fontsize=7)
-        axes[2 * i + 1].legend(fontsize=7)
+            top.plot(steps, [p["gold_top1"] for p in r["curve"]], style, marker="o", label=label)
+            accuracy.plot(steps, [p["mlm_accuracy_with_retrieval"] / 100 for p in r["curve"]], style, marker="o",
+                          label=f"{label}: with retrieval")
+            accuracy.plot(steps, [p["mlm_accuracy_null_document"] / 100 for p in r["curve"]], style, color="gray",
+                          label=f"{label}: ∅ only")
+        top.set(title=f"{init}: gold document top-1", ylim=(0, 1.02))
+        accuracy.set(title=f"{init}: masked-token accuracy", xlabel="REALM step (after the warm-up)", ylim=(0, 1.02))
+        top.legend(fontsize=7)
+        accuracy.legend(fontsize=7)
+    fig.suptitle("Held-out sentences: " + describe_task(results["task"]), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
