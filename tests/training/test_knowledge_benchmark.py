@@ -18,8 +18,10 @@ import bench_knowledge  # noqa: E402
 def test_realm_pretraining_teaches_the_retriever_beyond_its_start_and_the_frozen_control(tmp_path):
     results = bench_knowledge.main(
         [
-            "--inits", "tiny", "--no-paraphrase", "--num-entities", "40", "--eval-every", "1000",
-            "--set", "tiny.ict_steps=60", "--set", "tiny.reading_warmup_steps=250", "--set", "tiny.steps=150",
+            # the benchmark's tiny setting on the documents'-own-words task, as it is (about 3 minutes on 2 cores):
+            # with fewer documents the tiny encoder memorizes them instead of learning to read, and with fewer REALM
+            # steps (100: its schedule decays sooner) retrieval rose only 0.2 -> 0.3
+            "--inits", "tiny", "--no-paraphrase", "--eval-every", "1000",
             "--output", str(tmp_path / "knowledge"), "--work-dir", str(tmp_path / "work"),
         ]
     )
@@ -27,8 +29,8 @@ def test_realm_pretraining_teaches_the_retriever_beyond_its_start_and_the_frozen
     start = trained["retrieval_top1_before"]
     assert frozen["retrieval_top1_before"] == start
     assert frozen["retrieval_top1_after"] == start  # frozen means frozen
-    assert trained["retrieval_top1_after"] >= start + 0.25, trained
-    assert trained["retrieval_top1_after"] >= frozen["retrieval_top1_after"] + 0.25, (trained, frozen)
+    assert trained["retrieval_top1_after"] >= start + 0.3, trained
+    assert trained["retrieval_top1_after"] >= frozen["retrieval_top1_after"] + 0.3, (trained, frozen)
     # the encoder reads the retrieved block: retrieval beats the null document alone
     assert trained["mlm_acc_retrieval_after"] > trained["mlm_acc_null_after"], trained
     for suffix in (".json", ".md", ".png"):
