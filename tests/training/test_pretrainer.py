@@ -164,3 +164,11 @@ def test_reading_warmup_with_another_pretraining_corpus_is_refused(tmp_path):
                             joined_max_length=96, embed_dtype="float32", pretraining_corpus=str(corpus)),
             PretrainingArguments(num_candidates=4, reading_warmup_steps=5, refresh_mode="thread"),
         )
+
+
+def test_no_refresh_is_built_while_the_retriever_is_frozen(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=6, refresh="2", reading_warmup_steps=4)
+    trainer.train()
+    # the schedule asks at steps 2, 4, 6: only the one after the warm-up is built (the others would copy index-0)
+    assert [s["snapshot_step"] for s in trainer.refresher.stats] in ([6], [])
+    assert not os.path.isdir(tmp_path / "index" / "index-2") and not os.path.isdir(tmp_path / "index" / "index-4")

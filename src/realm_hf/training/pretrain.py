@@ -295,7 +295,8 @@ class RealmPretrainer(TrainingLoop):
     def on_step_end(self, step: int) -> dict[str, float]:
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
         swapped = [None]
-        if self.refresher is not None:
+        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps): it would rebuild the same index
+        if self.refresher is not None and step > self.retriever_start_step:
             new_index = self.refresher.on_step(step, self._doc_tower_snapshot)
             if new_index is not None:
                 self.index = new_index
