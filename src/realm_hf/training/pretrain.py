@@ -336,7 +336,6 @@ class RealmPretrainer(TrainingLoop):
         warm-up) it is the only candidate instead (no ∅), so that the encoder's whole gradient goes to reading it."""
         index = self.index if index is None else index
         device = self.accelerator.device
-        query_embeds = self.embed_sentences(examples)  # [B, D]
         exclude = None
         if self.x_is_z:
             exclude = [[int(e["source_block_id"])] if int(e.get("source_block_id", -1)) >= 0 else [] for e in examples]
@@ -347,6 +346,7 @@ class RealmPretrainer(TrainingLoop):
             block_ids = torch.tensor([source[:1] for source in exclude], dtype=torch.long)  # [B, 1]
             collator = self.reading_collator  # the source block alone: the encoder's whole gradient goes to reading
         else:
+            query_embeds = self.embed_sentences(examples)  # [B, D]
             _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=exclude)  # [B, k-1]
         rows = index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
         retrieved = [
