@@ -25,17 +25,7 @@ import argparse
 import logging
 import sys
 
-# `realm-hf demo` defaults (here, not in commands.py, so that `realm-hf --help` imports nothing heavy)
-DEMO_INDEX_ARTICLES = 1000
-"""Articles of the demo's knowledge corpus (the Open-QA index, ~1,300 blocks), `--max-articles`."""
-DEMO_PRETRAIN_ARTICLES = 200
-"""Articles pre-trained on (X = Z, a sample of the demo corpus), `--pretrain-articles`."""
-DEMO_PRETRAIN_STEPS = 10
-"""REALM pre-training steps (batch 2, 4 candidates with the null document; one index refresh half-way)."""
-DEMO_FINETUNE_STEPS = 20
-"""Open-QA fine-tuning steps (batch 4, top-5 blocks), `--finetune-steps`."""
-DEMO_FOCUS_ARTICLES = 25
-"""Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
+from .demo_defaults import DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS
 
 
 def _add_demo(subparsers) -> None:

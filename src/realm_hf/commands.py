@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer
 
-from .cli import (
+from .corpus import split_into_blocks
+from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS,
 )
-from .corpus import split_into_blocks
 from .index import RealmIndex
 from .initial_weights import resolve_bert_path
 from .modeling import RealmForOpenQA, RealmRetriever
