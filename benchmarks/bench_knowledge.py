@@ -195,6 +195,8 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples, tagger, wor
         name, recipe, model, corpus_arguments(paths, paths["train"]), work, steps, eval_every, seed, tagger,
         eval_examples, ict_warm_start=ict_dir,
         retriever_freeze_steps=steps + 1 if frozen else recipe["retriever_freeze_steps"],
+        retriever_gate_utility=None if frozen else recipe.get("retriever_gate_utility"),
+        retriever_gate_window=recipe.get("retriever_gate_window", 10),
     )
     started = time.time()
     before = trainer.evaluate(0)
@@ -219,7 +221,12 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples, tagger, wor
         "mlm_acc_null_after": after["mlm_accuracy_null_document"] / 100.0,
         "steps": steps,
         "seconds": round(seconds, 1),
+        # the step from which the retriever learned (None: never, the control or a gate that stayed shut)
+        "retriever_start_step": trainer.retriever_start_step if not frozen else None,
         "curve": curve,
+        "reading_utility_top": [
+            {"step": r["step"], "ru_top": round(r["ru_top"], 4)} for r in history if "ru_top" in r
+        ],
     }
 
 

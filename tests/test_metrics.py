@@ -297,3 +297,23 @@ def test_evaluate_module_offline_matches_function(tmp_path, monkeypatch):
     metric.add_batch(predictions=PREDICTIONS[:2], references=REFERENCES[:2])
     metric.add_batch(predictions=PREDICTIONS[2:], references=REFERENCES[2:])
     assert metric.compute(answer_formats=FORMATS) == {"exact_match": pytest.approx(60.0)}
+
+
+def test_corpus_answer_finder_agrees_with_has_answer_on_every_block():
+    from realm_hf.metrics import CorpusAnswerFinder
+
+    blocks = [
+        "Eiffel Tower. Built in 1889, the tower is in Paris.",
+        "U.S. Route 66. Established (1926) across eight states.",
+        "Crème brûlée. A dessert of custard.",
+        "Numbers. 18890 is not a year.",
+    ]
+    finder = CorpusAnswerFinder(blocks)
+    questions = [["1889"], ["paris", "Rome"], ["route 66"], ["creme brulee"], ["crème brûlée"], ["889"],
+                 ["tower is in"], ["paris u"], ["states numbers"], ["custard"], [""], ["Rome"]]
+    for answers in questions:
+        expected = any(has_answer(block, answers) for block in blocks)
+        assert finder.has_answer(answers) == expected, answers
+    # no match may cross two blocks, and regex answers search each block
+    assert not finder.has_answer(["paris u"]) and not finder.has_answer(["custard numbers"])
+    assert finder.has_answer([r"18\d\d,"], "regex") and not finder.has_answer([r"^Paris"], "regex")

@@ -26,6 +26,7 @@ import torch
 __all__ = [
     "ANSWER_FORMATS",
     "EVALUATE_MODULE_PATH",
+    "CorpusAnswerFinder",
     "compile_answer_pattern",
     "evaluate_predictions",
     "exact_match",
@@ -299,6 +300,46 @@ def recall_at_k(
         if any(has_answer(text, answers, answer_format) for text in list(texts)[:k]):
             hits += 1
     return 100.0 * hits / len(references)
+
+
+class CorpusAnswerFinder:
+    r"""
+    Whether a question's answer occurs anywhere in a corpus, as [`has_answer`] decides it for one block: the questions
+    a retriever over that corpus can find at all (the ceiling of Recall@k). The corpus is tokenized once, so each
+    question costs one substring search.
+
+    Args:
+        texts (`Iterable[str]`):
+            The corpus blocks, as retrieval shows them (title and body).
+
+    Example:
+
+    ```python
+    >>> finder = CorpusAnswerFinder(["Paris. Paris is the capital of France.", "Berlin. It rains."])
+    >>> finder.has_answer(["the capital of France"]), finder.has_answer(["Rome"])
+    (True, False)
+    ```
+    """
+
+    def __init__(self, texts):
+        self.texts = list(texts)
+        # one line per block, tokens between single spaces: a token sequence occurs in a block iff " a b c " is a
+        # substring of its line (tokens hold no spaces or newlines, so no match crosses a block)
+        self._joined = "\n".join(
+            " " + " ".join(simple_tokenize(unicodedata.normalize("NFD", text))) + " " for text in self.texts
+        )
+
+    def has_answer(self, references: str | Sequence[str], answer_format: AnswerFormat = "text") -> bool:
+        """Whether some block contains one of `references` (see [`has_answer`] for the formats)."""
+        _check_answer_format(answer_format)
+        references = _as_reference_list(references)
+        if answer_format == "regex":
+            return any(has_answer(text, references, "regex") for text in self.texts)
+        for reference in references:
+            tokens = simple_tokenize(unicodedata.normalize("NFD", reference))
+            if tokens and " " + " ".join(tokens) + " " in self._joined:
+                return True
+        return False
 
 
 def retrieval_utility(candidate_log_likelihood: torch.Tensor, null_log_likelihood: torch.Tensor) -> torch.Tensor:

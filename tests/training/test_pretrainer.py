@@ -172,3 +172,39 @@ def test_no_refresh_is_built_while_the_retriever_is_frozen(tmp_path):
     # the schedule asks at steps 2, 4, 6: only the one after the warm-up is built (the others would copy index-0)
     assert [s["snapshot_step"] for s in trainer.refresher.stats] in ([6], [])
     assert not os.path.isdir(tmp_path / "index" / "index-2") and not os.path.isdir(tmp_path / "index" / "index-4")
+
+
+def test_utility_gate_keeps_the_retriever_frozen_until_the_encoder_reads(tmp_path):
+    # a gate no encoder can reach (100 nats of reading utility): the retriever never learns, the encoder does
+    trainer = make_trainer(tmp_path / "closed", max_steps=4, refresh="1", retriever_gate_utility=100.0,
+                           retriever_gate_window=2)
+    initial_retriever = _retriever_state(trainer)
+    history = trainer.train()
+    assert trainer.retriever_start_step is None
+    assert all(torch.equal(initial_retriever[k], v) for k, v in _retriever_state(trainer).items())
+    assert trainer.refresher.stats == []  # nothing to refresh: the document tower did not change
+    gate_means = [r["ru_gate_window_mean"] for r in history if "ru_gate_window_mean" in r]
+    assert gate_means and all(abs(m) < 100 for m in gate_means)
+    assert all(r["retriever_learning"] == 0.0 for r in history if "retriever_learning" in r)
+
+    # a gate every encoder passes: it opens once the window is full (2 steps), and the retriever learns from then
+    trainer = make_trainer(tmp_path / "open", max_steps=4, refresh="0", retriever_gate_utility=-100.0,
+                           retriever_gate_window=2)
+    initial_retriever = _retriever_state(trainer)
+    trainer.args.max_steps = 3  # steps 1-2 fill the window, the gate opens after step 2; step 3 warms the lr up from 0
+    trainer.train()
+    assert trainer.retriever_start_step == 2
+    assert all(torch.equal(initial_retriever[k], v) for k, v in _retriever_state(trainer).items())
+    state = trainer.extra_state()
+    assert state["retriever_start_step"] == 2 and len(state["utility_window"]) == 2
+
+    trainer = make_trainer(tmp_path / "open-longer", max_steps=4, refresh="0", retriever_gate_utility=-100.0,
+                           retriever_gate_window=2)
+    initial_retriever = _retriever_state(trainer)
+    trainer.train()
+    assert any(not torch.equal(initial_retriever[k], v) for k, v in _retriever_state(trainer).items())
+
+
+def test_utility_gate_without_the_null_document_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="retriever_gate_utility=0.1 measures reading against the null document"):
+        make_trainer(tmp_path, max_steps=1, retriever_gate_utility=0.1, use_null_document=False)

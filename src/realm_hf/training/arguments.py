@@ -77,6 +77,13 @@ class PretrainingArguments:
     refresh_threads: int | None = field(default=None, metadata={"help": "torch threads of the builder process."})
     eval_qa_file: str | None = field(default=None, metadata={"help": "QA JSONL for zero-shot Recall@5."})
     eval_max_questions: int = field(default=200, metadata={"help": "Questions used for Recall@5."})
+    eval_answerable_only: bool = field(
+        default=False,
+        metadata={
+            "help": "Recall@5 on the first eval_max_questions questions whose answer occurs somewhere in the "
+            "knowledge corpus (on a corpus subset most questions have no answer in it, and only add noise)."
+        },
+    )
     eval_mlm_examples: int = field(default=64, metadata={"help": "Held-out masked sentences for MLM accuracy."})
     ict_warm_start: str | None = field(default=None, metadata={"help": "A retriever directory trained by ICT."})
     reading_warmup_steps: int = field(
@@ -96,6 +103,19 @@ class PretrainingArguments:
             "up): the encoder first learns to read the retrieved documents, so that the retriever's gradient "
             "p(z|y,x) - p(z|x) carries signal when it starts. See benchmarks/bench_knowledge.py."
         },
+    )
+    retriever_gate_utility: float | None = field(
+        default=None,
+        metadata={
+            "help": "Keep the retriever frozen (after the reading warm-up and retriever_freeze_steps) until the "
+            "encoder reads what it retrieves: until the reading utility of the top retrieved block, log p(y|z,x) - "
+            "log p(y|null,x), averaged over the last retriever_gate_window steps, reaches this many nats. While the "
+            "encoder does not read, the retriever's gradient is noise that it fits (held-out retrieval collapses, "
+            "benchmarks/bench_knowledge.py); the gate keeps it where it started instead. Needs the null document."
+        },
+    )
+    retriever_gate_window: int = field(
+        default=20, metadata={"help": "Steps averaged by the retriever's utility gate (retriever_gate_utility)."}
     )
     mlm_head_learning_rate: float | None = field(
         default=None,

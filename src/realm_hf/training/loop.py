@@ -54,14 +54,24 @@ def decay_parameter_groups(
     return [{**group, **group_options} for group in groups if group["params"]]
 
 
-def linear_schedule(step: int, warmup_steps: int, total_steps: int, start_step: int = 0) -> float:
+def linear_schedule(step: int, warmup_steps: int, total_steps: int, start_step: int | None = 0) -> float:
     """Learning-rate factor of transformers' `get_linear_schedule_with_warmup` (linear warm-up over `warmup_steps`,
-    then linear decay to 0 at `total_steps`), held at 0 before `start_step` and with the warm-up counted from it."""
-    if step < start_step:
+    then linear decay to 0 at `total_steps`), held at 0 before `start_step` (and while it is None: not started yet)
+    and with the warm-up counted from it."""
+    if start_step is None or step < start_step:
         return 0.0
     if step - start_step < warmup_steps:
         return (step - start_step) / max(1, warmup_steps)
     return max(0.0, (total_steps - step) / max(1, total_steps - start_step - warmup_steps))
+
+
+def _group_schedule(
+    step: int, warmup_steps: int, total_steps: int, start_step: int | Callable[[], int | None], processes: int
+) -> float:
+    """`linear_schedule` of one parameter group; a callable `start_step` is asked at every step (it returns None
+    until the trainer decides that the group starts learning, e.g. the retriever's utility gate)."""
+    start = start_step() if callable(start_step) else start_step
+    return linear_schedule(step, warmup_steps, total_steps, None if start is None else start * processes)
 
 
 class TrainingLoop:
@@ -89,13 +99,17 @@ class TrainingLoop:
         self.args = args
         self.accelerator = accelerator or make_accelerator(args)
         groups = self.parameter_groups(model)
-        optimizer = torch.optim.AdamW(groups, lr=args.learning_rate)
+        # `start_step` is the schedule's, not the optimizer's (a callable would not survive its state_dict)
+        optimizer = torch.optim.AdamW(
+            [{k: v for k, v in group.items() if k != "start_step"} for group in groups], lr=args.learning_rate
+        )
         # Accelerate steps a prepared scheduler once per process per optimizer step
         processes = self.accelerator.num_processes
         schedules = [
             functools.partial(
-                linear_schedule, warmup_steps=args.warmup_steps * processes,
-                total_steps=max(args.max_steps, 1) * processes, start_step=group.get("start_step", 0) * processes,
+                _group_schedule, warmup_steps=args.warmup_steps * processes,
+                total_steps=max(args.max_steps, 1) * processes, start_step=group.get("start_step", 0),
+                processes=processes,
             )
             for group in groups
         ]
@@ -116,7 +130,8 @@ class TrainingLoop:
     # --------------------------------------------------------------------------------- hooks for subclasses
     def parameter_groups(self, model: nn.Module) -> list[dict]:
         """Optimizer parameter groups; a group's `start_step` keeps its learning rate at 0 until that step (then it
-        warms up like the others did), and a group's `lr` overrides `args.learning_rate`."""
+        warms up like the others did; a callable returning the step, or None while not started, is asked at every
+        step), and a group's `lr` overrides `args.learning_rate`."""
         return decay_parameter_groups(model, self.args.weight_decay)
 
     def training_step(self, batch) -> tuple[torch.Tensor, dict[str, float]]:

@@ -27,7 +27,7 @@ from ..data.masking import build_masked_dataset
 from ..index import IndexRefresher, RealmIndex, RefreshSchedule
 from ..index.manifest import fingerprint_module
 from ..initial_weights import resolve_bert_path
-from ..metrics import recall_at_k
+from ..metrics import CorpusAnswerFinder, recall_at_k
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .index_builder import build_index_from_snapshot
@@ -166,8 +166,27 @@ class RealmPretrainer(TrainingLoop):
                 "Run the warm-up on the knowledge corpus first (no pretraining_corpus), then pre-train from its "
                 "final/encoder with reading_warmup_steps=0."
             )
-        accelerator = make_accelerator(loop_args, find_unused_parameters=pretraining_args.reading_warmup_steps > 0)
+        if pretraining_args.retriever_gate_utility is not None and not pretraining_args.use_null_document:
+            raise ValueError(
+                f"retriever_gate_utility={pretraining_args.retriever_gate_utility} measures reading against the null "
+                "document, but use_null_document=False. Keep the null document, or drop the gate."
+            )
+        if pretraining_args.retriever_gate_window < 1:
+            raise ValueError(f"retriever_gate_window must be at least 1, got {pretraining_args.retriever_gate_window}.")
+        accelerator = make_accelerator(
+            loop_args,
+            find_unused_parameters=pretraining_args.reading_warmup_steps > 0
+            or pretraining_args.retriever_gate_utility is not None,
+        )
         self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
+        # the step from which the retriever learns: known now, or decided by the utility gate (None until it opens)
+        scheduled_start = max(pretraining_args.retriever_freeze_steps, pretraining_args.reading_warmup_steps)
+        self.retriever_start_step: int | None = (
+            scheduled_start if pretraining_args.retriever_gate_utility is None else None
+        )
+        self.utility_window: list[float] = []  # per-step mean reading utility of the top block, while the gate waits
+        self._step_utilities: list[float] = []  # this step's micro-batches
+        self._answer_finder: CorpusAnswerFinder | None = None  # built at the first evaluation that needs it
         tokenizer_path = resolve_bert_path(model_args.encoder if not model_args.random_init else "minilm")
         if _is_realm_dir(tokenizer_path, "realm_knowledge_encoder") and not os.path.isfile(
             os.path.join(tokenizer_path, "tokenizer.json")
@@ -239,14 +258,38 @@ class RealmPretrainer(TrainingLoop):
             *decay_parameter_groups(model, weight_decay, is_head, **options(args.mlm_head_learning_rate)),
             *decay_parameter_groups(
                 model, weight_decay, lambda n: n.startswith("retriever."),
-                **options(args.retriever_learning_rate, start_step=self.retriever_start_step),
+                # asked at every step: the utility gate decides the retriever's start during training
+                **options(args.retriever_learning_rate, start_step=lambda: self.retriever_start_step),
             ),
         ]
 
-    @property
-    def retriever_start_step(self) -> int:
-        """The first step at which the retriever learns (after the reading warm-up and `retriever_freeze_steps`)."""
-        return max(self.pretraining_args.retriever_freeze_steps, self.pretraining_args.reading_warmup_steps)
+    def retriever_learns(self, step: int) -> bool:
+        """Whether the retriever learns at `step` (0-based: the step being taken). It does not during the reading
+        warm-up and `retriever_freeze_steps`, nor, with `retriever_gate_utility`, before the gate opens."""
+        return self.retriever_start_step is not None and step >= self.retriever_start_step
+
+    def _update_utility_gate(self, step: int) -> dict[str, float]:
+        """After `step` steps: record the step's reading utility of the top block (averaged over processes) and open
+        the gate when its mean over the window reaches `retriever_gate_utility`."""
+        args = self.pretraining_args
+        utilities, self._step_utilities = self._step_utilities, []
+        if args.retriever_gate_utility is None or self.retriever_start_step is not None or not utilities:
+            return {}
+        scheduled_start = max(args.retriever_freeze_steps, args.reading_warmup_steps)
+        if step <= scheduled_start:
+            return {}
+        utility = torch.tensor(sum(utilities) / len(utilities), device=self.accelerator.device)
+        utility = self.accelerator.reduce(utility, reduction="mean").item()  # the same decision on every rank
+        self.utility_window = (self.utility_window + [utility])[-args.retriever_gate_window :]
+        window_mean = sum(self.utility_window) / len(self.utility_window)
+        if len(self.utility_window) == args.retriever_gate_window and window_mean >= args.retriever_gate_utility:
+            self.retriever_start_step = step
+            logger.info(
+                "The encoder reads the retrieved blocks (reading utility of the top block %.3f >= %.3f over %d steps): "
+                "the retriever learns from step %d", window_mean, args.retriever_gate_utility, len(self.utility_window),
+                step,
+            )
+        return {"ru_gate_window_mean": window_mean}
 
     # ------------------------------------------------------------------------------------------------ index
     @property
@@ -294,9 +337,11 @@ class RealmPretrainer(TrainingLoop):
 
     def on_step_end(self, step: int) -> dict[str, float]:
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
+        gate_logs = self._update_utility_gate(step)
         swapped = [None]
-        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps): it would rebuild the same index
-        if self.refresher is not None and step > self.retriever_start_step:
+        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate): it
+        # would rebuild the same index
+        if self.refresher is not None and self.retriever_learns(step - 1):
             new_index = self.refresher.on_step(step, self._doc_tower_snapshot)
             if new_index is not None:
                 self.index = new_index
@@ -305,7 +350,8 @@ class RealmPretrainer(TrainingLoop):
             broadcast_object_list(swapped)
             if not self.accelerator.is_main_process and swapped[0] is not None:
                 self.index = RealmIndex.from_pretrained(swapped[0])
-        logs: dict[str, float] = {"index_step": float(self.index.step or 0)}
+        logs: dict[str, float] = {"index_step": float(self.index.step or 0), **gate_logs}
+        logs["retriever_learning"] = float(self.retriever_learns(step))
         if swapped[0] is not None and self.refresher is not None and self.refresher.stats:
             last = self.refresher.stats[-1]
             logs.update({f"refresh/{k}": float(v) for k, v in last.items()})
@@ -362,11 +408,14 @@ class RealmPretrainer(TrainingLoop):
         reading_warmup = self.step < self.pretraining_args.reading_warmup_steps
         batch, null_index = self.retrieve_and_collate(examples, include_source_block=reading_warmup)
         # while the retriever's learning rate is 0, its backward pass is work for nothing (single process only)
-        frozen = self.step < self.retriever_start_step and self.accelerator.num_processes == 1
+        frozen = not self.retriever_learns(self.step) and self.accelerator.num_processes == 1
         out = self.model(
             batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup
         )
-        return out.loss, self._retrieval_logs(out, null_index)
+        logs = self._retrieval_logs(out, null_index)
+        if "ru_top" in logs:
+            self._step_utilities.append(logs["ru_top"])
+        return out.loss, logs
 
     @staticmethod
     def _retrieval_logs(out, null_index: int | None) -> dict[str, float]:
@@ -394,9 +443,14 @@ class RealmPretrainer(TrainingLoop):
         was_training = model.training
         model.eval()
         if self.pretraining_args.eval_qa_file and self.accelerator.is_main_process:
+            if self.pretraining_args.eval_answerable_only and self._answer_finder is None:
+                self._answer_finder = CorpusAnswerFinder(
+                    f"{title} {text}" for title, text in zip(self.blocks["title"], self.blocks["text"])
+                )
             results["zero_shot_recall@5"] = zero_shot_recall(
                 self.retriever, self.tokenizer, self.index, self.pretraining_args.eval_qa_file,
                 self.pretraining_args.eval_max_questions, self.corpus_args.query_max_length, self.accelerator.device,
+                answer_finder=self._answer_finder,
             )
         if self.eval_examples is not None and len(self.eval_examples):
             results.update(self.evaluate_sentences(self.eval_examples))
@@ -471,9 +525,15 @@ class RealmPretrainer(TrainingLoop):
     # --------------------------------------------------------------------------------------- checkpoint state
     def extra_state(self) -> dict:
         stats = self.refresher.stats if self.refresher is not None else []
-        return {"index_step": self.index.step, "refresh_stats": stats}
+        return {
+            "index_step": self.index.step, "refresh_stats": stats,
+            "retriever_start_step": self.retriever_start_step, "utility_window": self.utility_window,
+        }
 
     def load_extra_state(self, state: dict) -> None:
+        if self.pretraining_args.retriever_gate_utility is not None:
+            self.retriever_start_step = state.get("retriever_start_step")
+            self.utility_window = list(state.get("utility_window", []))
         step = state.get("index_step")
         directory = os.path.join(self.index_root, f"index-{step}")
         if step and os.path.isdir(directory):
@@ -548,11 +608,21 @@ def _masked_token_hits(out, labels: torch.Tensor, null_index: int | None) -> tup
 
 def zero_shot_recall(
     retriever: RealmRetriever, tokenizer, index: RealmIndex, qa_file: str, max_questions: int, max_length: int,
-    device: torch.device, k: int = 5, batch_size: int = 32,
+    device: torch.device, k: int = 5, batch_size: int = 32, answer_finder: CorpusAnswerFinder | None = None,
 ) -> float:
-    """Recall@k of a retriever on a QA JSONL (`question`, `answers`, `answer_format`): an answer in the top-k blocks."""
+    """Recall@k of a retriever on the first `max_questions` questions of a QA JSONL (`question`, `answers`,
+    `answer_format`): an answer in the top-k blocks. With `answer_finder`, the first `max_questions` questions whose
+    answer occurs somewhere in its corpus (the others no retriever can find)."""
+    rows = []
     with open(qa_file, encoding="utf-8") as f:
-        rows = [json.loads(line) for _, line in zip(range(max_questions), f)]
+        for line in f:
+            if len(rows) == max_questions:
+                break
+            row = json.loads(line)
+            if answer_finder is None or answer_finder.has_answer(row["answers"], row.get("answer_format", "text")):
+                rows.append(row)
+    if not rows:
+        raise ValueError(f"No question of {qa_file} has an answer in the knowledge corpus; use a larger corpus.")
     retrieved, references, formats = [], [], []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
