@@ -24,7 +24,6 @@ import gzip
 import json
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..slicing import split_slice
 from .answer_spans import find_answer_spans, pad_answer_spans
 from .collators import pad_sequences
 
@@ -131,24 +131,6 @@ def normalize_qa_example(
     example_id = example.get("id", index)
     return {"id": example_id if example_id is not None else index, "question": question.strip(), "answers": answers,
             "answer_format": fmt}
-
-
-_SLICE_PATTERN = re.compile(r"^(?P<path>.+?)\[(?P<start>\d*):(?P<stop>\d*)\]$")
-
-
-def split_slice(part: str) -> tuple[str, slice]:
-    r"""
-    Split `"file.jsonl[1000:]"` (the `datasets` split-slicing syntax on a path) into the path and `slice(1000, None)`;
-    a path without brackets gets `slice(None)`. Used to hold questions out: `nq-dev.jsonl[:1000]` for evaluation and
-    `nq-dev.jsonl[1000:]` for training.
-    """
-    match = _SLICE_PATTERN.match(part)
-    if match is None:
-        if part.endswith("]") and "[" in part:
-            raise ValueError(f"Bad slice in {part!r}: use file.jsonl[start:stop] with non-negative integers.")
-        return part, slice(None)
-    start, stop = (int(match[name]) if match[name] else None for name in ("start", "stop"))
-    return match["path"], slice(start, stop)
 
 
 def _resolve_qa_files(source: str | os.PathLike | Sequence[str | os.PathLike]) -> list[tuple[str, slice]]:

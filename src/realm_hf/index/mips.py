@@ -581,7 +581,7 @@ class RealmIndex:
         directory = os.fspath(directory)
         if not os.path.isdir(directory):
             # ---- Hub resolution (realm_hf.hub): a repo id downloads/finds the bundle in the HF cache
-            from ..hub import is_repo_id, resolve_index_dir
+            from ..hub.download import is_repo_id, resolve_index_dir
 
             if not is_repo_id(directory):
                 raise FileNotFoundError(f"No index directory at {directory}.")
@@ -630,7 +630,7 @@ class RealmIndex:
         Returns:
             `huggingface_hub.CommitInfo`: pin `.oid` as the model config's `index_revision`.
         """
-        from ..hub import push_index_to_hub
+        from ..hub.upload import push_index_to_hub
 
         return push_index_to_hub(
             self, repo_id, revision=revision, private=private, commit_message=commit_message, token=token, **kwargs

@@ -1,0 +1,74 @@
+"""Training details for a model card, read from the files the trainers write (nothing is typed by hand)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..index.manifest import MANIFEST_NAME
+
+
+__all__ = ["collect_training_facts"]
+
+TRAINING_ARGS_FILES = ("training_args.json", "args.json")
+HISTORY_FILE = "history.json"
+
+
+def round_metric(value: Any) -> Any:
+    """A number rounded to 2 decimals as cards show metrics (bools and non-numbers pass through)."""
+    return round(float(value), 2) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def read_json(path: str) -> Any:
+    """The parsed content of a UTF-8 JSON file."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def collect_training_facts(model_dir: str | os.PathLike) -> dict[str, Any]:
+    r"""
+    Training details for a card, read from what the trainers write (nothing is typed by hand).
+
+    Looks in `model_dir` and its parent (the trainer's `output_dir` when `model_dir` is `<output_dir>/final`) for
+    `history.json` (the loop's log records) and `training_args.json` (the merged argument dataclasses, if the trainer
+    saved them), and reads `model_dir/index/manifest.json` when present.
+
+    Returns:
+        `dict`: `args` (the saved arguments, possibly empty), `steps`, `final_loss`, `num_refreshes`,
+        `mean_staleness_steps`, `eval` (last `eval/*` values of the history) and `index_manifest` (dict or None);
+        keys whose source is absent are None.
+    """
+    model_dir = os.path.abspath(os.fspath(model_dir))
+    folders = [model_dir, os.path.dirname(model_dir)]
+    facts: dict[str, Any] = {
+        "args": {}, "steps": None, "final_loss": None, "num_refreshes": None, "mean_staleness_steps": None,
+        "eval": {}, "index_manifest": None, "sources": [],
+    }
+    for folder in folders:
+        for name in TRAINING_ARGS_FILES:
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and not facts["args"]:
+                facts["args"] = read_json(path)
+                facts["sources"].append(path)
+        path = os.path.join(folder, HISTORY_FILE)
+        if os.path.isfile(path) and facts["steps"] is None:
+            history = [record for record in read_json(path) if isinstance(record, Mapping)]
+            facts["sources"].append(path)
+            if history:
+                facts["steps"] = int(max(record.get("step", 0) for record in history))
+                losses = [record["loss"] for record in history if "loss" in record]
+                facts["final_loss"] = round_metric(losses[-1]) if losses else None
+                swaps = [record for record in history if "refresh/swap_step" in record]
+                facts["num_refreshes"] = len(swaps)
+                staleness = [r["refresh/staleness_steps"] for r in swaps if "refresh/staleness_steps" in r]
+                facts["mean_staleness_steps"] = round_metric(sum(staleness) / len(staleness)) if staleness else None
+                for record in history:
+                    for key, value in record.items():
+                        if key.startswith("eval/"):
+                            facts["eval"][key[len("eval/"):]] = round_metric(value)
+    manifest_path = os.path.join(model_dir, "index", MANIFEST_NAME)
+    if os.path.isfile(manifest_path):
+        facts["index_manifest"] = read_json(manifest_path)
+    return facts
