@@ -43,13 +43,28 @@ def test_ask_prints_answer_title_and_marked_evidence(model_dir, capsys):
 
 def test_ask_with_index_blocks_and_several_answers(model_dir, capsys):
     index = os.path.join(model_dir, "index")
-    assert main(["ask", "who", "created", "python", "--model", model_dir, "--index", index, "-k", "2", "--answers", "3"]) == 0
+    assert main(["ask", "who created python", "--model", model_dir, "--index", index, "-k", "2", "--answers", "3"]) == 0
     out = capsys.readouterr().out
     assert "Q: who created python" in out
     answers = _answer_blocks(out)
     assert len(answers) == 3
     assert [line.split(":")[0] for line in out.splitlines() if re.match(r"^A\d:", line)] == ["A1", "A2", "A3"]
     assert all(a["title"] in TITLES for a in answers)
+
+
+def test_ask_answers_each_question_given(model_dir, capsys):
+    assert main(["ask", "what is the capital of france?", "who walked on the moon", "--model", model_dir]) == 0
+    out = capsys.readouterr().out
+    assert re.findall(r"^Q: (.+)$", out, re.MULTILINE) == ["what is the capital of france?", "who walked on the moon"]
+    assert len(_answer_blocks(out)) == 2
+
+
+def test_search_shows_the_blocks_of_each_query(model_dir, capsys):
+    index = os.path.join(model_dir, "index")
+    assert main(["search", "--index", index, "--model", model_dir, "-k", "2", "capital of france", "moon landing"]) == 0
+    out = capsys.readouterr().out
+    assert re.findall(r"^Q: (.+)$", out, re.MULTILINE) == ["capital of france", "moon landing"]
+    assert len(re.findall(r"^  \d\. \[", out, re.MULTILINE)) == 4
 
 
 def test_ask_interactive_reads_stdin_until_eof(model_dir, capsys, monkeypatch):

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import ast
 import os
+import re
+
+import pytest
 
 import realm_hf
+from realm_hf.cli import main
+from realm_hf.training.entry_points import NEGATED_HELP
 
 SRC = os.path.dirname(os.path.abspath(realm_hf.__file__))
+JOB_SCRIPTS = {"ict": "ict.py", "pretrain": "pretrain.py", "finetune": "finetune_openqa.py", "evaluate": "evaluate_openqa.py"}
 
 
 def _imported_modules(path: str) -> set[str]:
@@ -28,3 +34,45 @@ def test_commands_does_not_import_cli():
     assert "cli" not in _imported_modules(os.path.join(SRC, "commands.py"))
     assert "commands" in _imported_modules(os.path.join(SRC, "cli.py"))
     assert "demo_defaults" in _imported_modules(os.path.join(SRC, "commands.py"))
+
+
+def _subparser(name: str):
+    import argparse
+
+    from realm_hf.cli import build_parser
+
+    (subparsers,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return subparsers.choices[name]
+
+
+@pytest.mark.parametrize("command", ["build-index", "search", "ask"])
+def test_every_option_has_help(command):
+    missing = [action.dest for action in _subparser(command)._actions if not action.help]
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    "command, switch",
+    [("pretrain", "share_towers"), ("pretrain", "use_null_document"), ("pretrain", "rebuild_final_index"),
+     ("evaluate", "check_fingerprint"), ("finetune", "check_index_fingerprint"), ("finetune", "untie_towers"),
+     ("ict", "share_towers")],
+)
+def test_negated_switches_have_their_own_help(command, switch, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    positive = re.search(rf"--{switch} \[\S+\], --{switch.replace('_', '-')} \[\S+\] (.+?) --", out).group(1)
+    negated = re.search(rf"--no_{switch}, --no-{switch.replace('_', '-')} (.+?)(?: --|$)", out).group(1)
+    assert negated == NEGATED_HELP[switch] and negated != positive
+
+
+def test_the_readme_names_the_job_scripts_that_exist():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert "examples/<job>.py" not in readme
+    scripts = set(re.findall(r"examples/([\w-]+\.py)", readme))
+    assert scripts >= {"pretrain.py", "ict.py", "finetune_openqa.py", "evaluate_openqa.py"}
+    assert [s for s in scripts if not os.path.isfile(os.path.join(root, "examples", s))] == []
+    for job, script in JOB_SCRIPTS.items():  # the README's job -> script table
+        assert f"{job} -> examples/{script}" in " ".join(readme.replace("#", " ").split())

@@ -4,9 +4,9 @@
                                               pre-train, fine-tune and answer on the embedded default corpus (CPU, minutes)
     realm-hf demo --retrieval-only            only index the embedded corpus with MiniLM and retrieve with provenance
     realm-hf build-index --corpus ... --model ... --output DIR [--index-type Flat]
-    realm-hf search --index DIR --model ... "query" [-k 5]
+    realm-hf search --index DIR --model ... "query" ["query" ...] [-k 5]
     realm-hf convert --src OLD_REALM_DIR --output DIR [--kind embedder|encoder|reader|openqa]
-    realm-hf ask "question" --model DIR [--index DIR] [-k 5] [--answers 1]
+    realm-hf ask "question" ["question" ...] --model DIR [--index DIR] [-k 5] [--answers 1]
     realm-hf ask --interactive --model DIR            questions from stdin, one per line, until EOF
     realm-hf publish --model-dir DIR --repo-id ORG/NAME [--index-repo-id ORG/NAME-index] [--eval-results FILE]
     realm-hf download REPO_ID [--index] [--revision REV]   snapshot into the HF cache, print the local path
@@ -17,6 +17,11 @@ Training and evaluation (the same arguments and code as examples/*.py; `realm-hf
     realm-hf finetune --config examples/configs/openqa-cpu-tiny.yaml                 Open-QA fine-tuning
     realm-hf evaluate --model DIR --qa_file FILE.jsonl [--max_questions N]           Open-QA evaluation
     accelerate launch -m realm_hf.cli finetune --config ...                          the same, under Accelerate
+    accelerate launch examples/finetune_openqa.py --config ...                       the same, as a script (also
+                                       examples/pretrain.py, ict.py, evaluate_openqa.py)
+
+A bad input ends in one line naming the value and the fix, exit status 2; `realm-hf --debug <command> ...` shows the
+traceback instead. `-v` before the command turns on debug logging.
 """
 
 from __future__ import annotations
@@ -54,29 +59,51 @@ def _add_demo(subparsers) -> None:
 
 def _add_build_index(subparsers) -> None:
     parser = subparsers.add_parser("build-index", help="Split a corpus into blocks, embed them and save a MIPS index.")
-    parser.add_argument("--corpus", required=True, help="JSONL / JSONL.gz / Parquet file(s), a directory, or 'embedded'.")
-    parser.add_argument("--model", default="minilm", help="A RealmRetriever / RealmForOpenQA directory, a BERT, or 'minilm'.")
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--index-type", default="Flat", help="faiss factory string (Flat, HNSW32, IVF4096,PQ32, SQfp16) or torch-exact.")
-    parser.add_argument("--max-articles", type=int, default=None)
-    parser.add_argument("--block-length", type=int, default=288)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument(
+        "--corpus", required=True,
+        help="Articles {id, title, text}: JSONL / JSONL.gz / JSON / Parquet file(s), a glob, a directory, or 'embedded'.",
+    )
+    parser.add_argument(
+        "--model", default="minilm",
+        help="Whose document tower embeds the blocks: a RealmRetriever / RealmForOpenQA directory, a BERT, or "
+        "'minilm' (the packaged all-MiniLM-L6-v2; default).",
+    )
+    parser.add_argument("--output", required=True, help="Directory for the index (blocks, embeddings, manifest.json).")
+    parser.add_argument(
+        "--index-type", default="Flat",
+        help="faiss factory string (Flat, HNSW32, IVF4096,PQ32, SQfp16) or torch-exact (no faiss); default: %(default)s.",
+    )
+    parser.add_argument("--max-articles", type=int, default=None, help="Index only the first N articles (default: all).")
+    parser.add_argument(
+        "--block-length", type=int, default=288,
+        help="Block length in wordpieces, [CLS] title [SEP] body [SEP] (default: %(default)s; capped by the model's).",
+    )
+    parser.add_argument("--batch-size", type=int, default=64, help="Blocks per forward pass (default: %(default)s).")
+    parser.add_argument(
+        "--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"],
+        help="Autocast dtype of the embedding passes (default: %(default)s).",
+    )
 
 
 def _add_search(subparsers) -> None:
-    parser = subparsers.add_parser("search", help="Retrieve the top-k blocks of an index for a query.")
-    parser.add_argument("--index", required=True)
-    parser.add_argument("--model", default="minilm")
-    parser.add_argument("-k", "--top-k", type=int, default=5)
-    parser.add_argument("query", nargs="+")
+    parser = subparsers.add_parser("search", help="Retrieve the top-k blocks of an index for each query.")
+    parser.add_argument("--index", required=True, help="An index directory (from build-index or a trainer's final/index).")
+    parser.add_argument(
+        "--model", default="minilm",
+        help="Whose query tower embeds the queries: the model that built the index (default: 'minilm').",
+    )
+    parser.add_argument("-k", "--top-k", type=int, default=5, help="Blocks shown per query (default: %(default)s).")
+    parser.add_argument("query", nargs="+", help="One or more queries, each quoted: \"who wrote hamlet\" \"what is dna\".")
 
 
 def _add_ask(subparsers) -> None:
     parser = subparsers.add_parser(
         "ask", help="Answer questions with a RealmForOpenQA model and its index, showing the evidence."
     )
-    parser.add_argument("question", nargs="*", help="The question (omit it with --interactive).")
+    parser.add_argument(
+        "question", nargs="*", help="One or more questions, each quoted: \"who wrote hamlet\" \"what is dna\" "
+        "(omit them with --interactive).",
+    )
     parser.add_argument("--model", required=True, help="A RealmForOpenQA directory (or Hub repo id).")
     parser.add_argument("--index", default=None, help="An index directory (default: the model's own, <model>/index).")
     parser.add_argument("-k", "--top-k", type=int, default=None, help="Blocks retrieved and read (default: config.top_k).")
@@ -140,7 +167,8 @@ def _add_download(subparsers) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="realm-hf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true", help="Debug logging.")
+    parser.add_argument("--debug", action="store_true", help="Show the traceback of an error (before the command).")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in (_add_demo, _add_build_index, _add_search, _add_ask, _add_convert, _add_training_commands):
         add(subparsers)
@@ -149,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_VERBOSE_FLAGS = ("-v", "--verbose")
+_GLOBAL_FLAGS = {"-v": "verbose", "--verbose": "verbose", "--debug": "debug"}
+"""Options before the command, also for the commands whose arguments another parser reads."""
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -160,38 +189,62 @@ def _demo(args: argparse.Namespace) -> int:
     import os
 
     from .commands import DemoSettings, run_demo, run_retrieval_demo
+    from .validation import check_positive, check_texts
 
+    if args.question is not None:
+        args.question = check_texts(args.question, "question", 'realm-hf demo --question "who wrote hamlet"')
     if args.retrieval_only:
+        check_positive(args.max_articles, "--max-articles")
+        check_positive(args.top_k, "--top-k")
+        check_positive(args.batch_size, "--batch-size")
         run_retrieval_demo(
             max_articles=args.max_articles, output=os.path.join(args.output, "minilm-index"), questions=args.question,
             top_k=args.top_k, batch_size=args.batch_size,
         )
         return 0
-    try:
-        settings = DemoSettings(
-            max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
-            pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
-            finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
-        )
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    settings = DemoSettings(
+        max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
+        pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
+        finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
+    )
     return run_demo(args.output, questions=args.question, settings=settings)
 
 
+def _one_line(error: BaseException) -> str:
+    """The message of `error` on one line (library and Hub messages may span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run `realm-hf ARGV`; returns the exit status. A bad input ends in one line on stderr and status 2 (a
+    traceback with `--debug`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # subcommands with parsers of their own get the rest of the command line as is (after any -v)
-    position = 0
-    while position < len(argv) and argv[position] in _VERBOSE_FLAGS:
+    flags, position = set(), 0
+    while position < len(argv) and argv[position] in _GLOBAL_FLAGS:
+        flags.add(_GLOBAL_FLAGS[argv[position]])
         position += 1
-    command, rest = (argv[position], argv[position + 1 :]) if position < len(argv) else (None, [])
+    command = argv[position] if position < len(argv) else None
+    try:
+        return _run(argv, command, argv[position + 1 :], verbose="verbose" in flags)
+    except (ValueError, OSError, ImportError) as error:  # bad inputs: a value, a path, a missing extra
+        if "debug" in flags:
+            raise
+        from .validation import UsageError
+
+        hint = "" if isinstance(error, UsageError) else " (run `realm-hf --debug ...` for the traceback)"
+        print(f"realm-hf {command}: error: {_one_line(error)}{hint}", file=sys.stderr)
+        return 2
+
+
+def _run(argv: list[str], command: str | None, rest: list[str], verbose: bool) -> int:
+    """Dispatch `realm-hf [global flags] COMMAND REST` (`argv` is the whole command line)."""
+    # subcommands with parsers of their own get the rest of the command line as is
     if command == "convert":
         from .convert import main as convert_main
 
         return convert_main(rest)
     if command in TRAINING_COMMANDS:
-        _configure_logging(verbose=position > 0)
+        _configure_logging(verbose=verbose)
         from .commands import training_command
 
         training_command(command, rest)

@@ -24,6 +24,9 @@ from .demo_defaults import (
 from .index import RealmIndex
 from .initial_weights import resolve_bert_path
 from .modeling import RealmForOpenQA, RealmRetriever
+from .validation import (
+    UsageError, check_corpus, check_index_dir, check_index_type, check_model, check_positive, check_texts,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +73,8 @@ def build_index(
     block_length: int = 288, batch_size: int = 64, dtype: str = "bfloat16",
 ) -> RealmIndex:
     """Split a corpus into blocks, embed them with the retriever's document tower, save the index."""
+    articles = _load_articles(corpus, max_articles)  # first: a malformed corpus fails before a model is loaded
     retriever, tokenizer = load_retriever(model)
-    articles = _load_articles(corpus, max_articles)
     blocks = split_into_blocks(articles, tokenizer, max_length=min(block_length, retriever.config.block_max_length))
     autocast = None if dtype == "float32" else getattr(torch, dtype)
     index = RealmIndex.build(blocks, retriever, tokenizer=tokenizer, index_type=index_type, batch_size=batch_size, dtype=autocast)
@@ -406,7 +409,21 @@ def run_demo(output: str, questions: list[str] | None = None, settings: DemoSett
     return 2 if failures else 0
 
 
+RETRIEVER_MODELS = "a RealmRetriever or RealmForOpenQA directory, a BERT directory or Hub id, or 'minilm'"
+"""What `--model` of `build-index` and `search` takes (named in their errors)."""
+OPEN_QA_MODELS = "a RealmForOpenQA directory (e.g. <finetune output_dir>/final or outputs/demo/openqa/final) or Hub id"
+"""What `--model` of `ask` takes (named in its errors)."""
+
+
 def build_index_command(args: argparse.Namespace) -> None:
+    """`realm-hf build-index`: every argument checked, then the corpus split, embedded and indexed."""
+    check_corpus(args.corpus, "--corpus")
+    check_model(args.model, "--model", RETRIEVER_MODELS)
+    check_index_type(args.index_type, "--index-type")
+    for option in ("max_articles", "block_length", "batch_size"):
+        check_positive(getattr(args, option), f"--{option.replace('_', '-')}")
+    if os.path.isfile(args.output):
+        raise UsageError(f"--output {args.output!r} is a file; pass a directory for the index.")
     build_index(
         args.corpus, args.model, args.output, index_type=args.index_type, max_articles=args.max_articles,
         block_length=args.block_length, batch_size=args.batch_size, dtype=args.dtype,
@@ -414,10 +431,15 @@ def build_index_command(args: argparse.Namespace) -> None:
 
 
 def search_command(args: argparse.Namespace) -> None:
+    """`realm-hf search`: the top-k blocks of each query (one per argument)."""
+    queries = check_texts(args.query, "query", 'realm-hf search --index DIR "who wrote hamlet"')
+    check_index_dir(args.index, "--index")
+    check_model(args.model, "--model", RETRIEVER_MODELS)
+    check_positive(args.top_k, "--top-k")
     index = RealmIndex.from_pretrained(args.index)
     retriever, tokenizer = load_retriever(args.model)
-    query = " ".join(args.query)
-    _print_hits(query, search(index, retriever, tokenizer, [query], args.top_k)[0])
+    for query, hits in zip(queries, search(index, retriever, tokenizer, queries, args.top_k)):
+        _print_hits(query, hits)
 
 
 def evidence_snippet(evidence: str, width: int = 120) -> str:
@@ -444,7 +466,7 @@ def _print_answers(question: str, answers: list[dict]) -> None:
 
 
 def ask_command(args: argparse.Namespace) -> int:
-    """`realm-hf ask`: answer a question (or each line of stdin with --interactive) with evidence."""
+    """`realm-hf ask`: answer each question (one per argument, or each line of stdin with --interactive) with evidence."""
     import sys
 
     from transformers import pipeline
@@ -452,16 +474,15 @@ def ask_command(args: argparse.Namespace) -> int:
     from .pipelines import OPEN_QA_TASK
 
     if args.interactive and args.question:
-        print("error: pass a question or --interactive, not both", file=sys.stderr)
-        return 2
-    if not args.interactive and not args.question:
-        print("error: pass a question, e.g. realm-hf ask \"who wrote hamlet\" --model DIR (or --interactive)", file=sys.stderr)
-        return 2
-    for name in ("top_k", "answers"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            print(f"error: --{name.replace('_', '-')} must be at least 1, got {value}", file=sys.stderr)
-            return 2
+        raise UsageError("pass questions or --interactive, not both")
+    questions = [] if args.interactive else check_texts(
+        args.question, "question", 'realm-hf ask "who wrote hamlet" --model DIR (or --interactive)'
+    )
+    check_model(args.model, "--model", OPEN_QA_MODELS)
+    if args.index is not None:
+        check_index_dir(args.index, "--index")
+    check_positive(args.top_k, "--top-k")
+    check_positive(args.answers, "--answers")
     qa = pipeline(OPEN_QA_TASK, model=args.model, index=args.index, device=args.device)
     call_kwargs = {"top_k": args.answers}
     if args.top_k is not None:
@@ -477,7 +498,12 @@ def ask_command(args: argparse.Namespace) -> int:
         return True
 
     if not args.interactive:
-        return 0 if answer(" ".join(args.question)) else 2
+        answered = []
+        for position, question in enumerate(questions):
+            if position:
+                print()
+            answered.append(answer(question))
+        return 0 if all(answered) else 2
     prompt = sys.stdin.isatty()
     while True:
         if prompt:
@@ -504,6 +530,12 @@ def publish_command(args: argparse.Namespace) -> None:
     """Push the model (+ card) and its index; print the repos and the index commit pinned in the config."""
     from .hub import publish
 
+    if not os.path.isdir(args.model_dir):
+        raise UsageError(f"--model-dir {args.model_dir!r}: no such directory; pass a saved model directory.")
+    for option in ("eval_results", "index_dir"):
+        value = getattr(args, option)
+        if value is not None and not os.path.exists(value):
+            raise UsageError(f"--{option.replace('_', '-')} {value!r}: no such file or directory.")
     facts = {key: value for key, value in (
         ("base_model", args.base_model), ("corpus", args.corpus), ("license", args.license),
     ) if value is not None}

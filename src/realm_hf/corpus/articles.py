@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import glob
+import gzip
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -16,6 +18,8 @@ logger = logging.getLogger(__name__)
 ARTICLE_COLUMNS = ("id", "title", "text")
 _JSON_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
 _PARQUET_SUFFIXES = (".parquet",)
+_DATASETS_JSON_LOGGER = "datasets.packaged_modules.json.json"
+"""The logger of `datasets`' JSON builder, which logs a parse error before raising it without file or line."""
 
 
 def _is_path(item: Any) -> bool:
@@ -59,7 +63,44 @@ def _load_files(files: list[str], cache_dir: str | None) -> datasets.Dataset:
     if parquet and json_files:
         raise ValueError("Mixing Parquet and JSON article files in one source is not supported; load them separately.")
     builder = "parquet" if parquet else "json"
-    return datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir)
+    json_logger = logging.getLogger(_DATASETS_JSON_LOGGER)
+    json_logger.addFilter(_drop_json_parse_errors)  # a malformed row is reported below, with its file and line
+    try:
+        return datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir)
+    except datasets.exceptions.DatasetGenerationError as error:
+        bad = _first_malformed_json(json_files)
+        if bad is None:
+            raise
+        raise ValueError(bad) from error
+    finally:
+        json_logger.removeFilter(_drop_json_parse_errors)
+
+
+def _drop_json_parse_errors(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Failed to load JSON from file")
+
+
+def _first_malformed_json(files: list[str]) -> str | None:
+    """'FILE:LINE is not valid JSON (...)' for the first unreadable row of JSON(L) `files`; None when all read."""
+    for path in files:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            if ".jsonl" not in os.path.basename(path):  # one JSON document (an array of articles)
+                try:
+                    json.load(f)
+                except json.JSONDecodeError as error:
+                    return f"{path}:{error.lineno} is not valid JSON ({error.msg}); fix or remove the article."
+                continue
+            for line_number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as error:
+                    return f"{path}:{line_number} is not valid JSON ({error.msg}); fix or remove the line."
+                if not isinstance(row, dict):
+                    return f"{path}:{line_number} is not a JSON object; each line must be one {{\"title\", \"text\"}} article."
+    return None
 
 
 def load_articles(source: Any, cache_dir: str | None = None) -> datasets.Dataset:

@@ -14,6 +14,8 @@ Each takes `--config FILE.yaml` (keys are the argument names) and/or command-lin
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import os
 import sys
@@ -22,6 +24,9 @@ from typing import Any, NoReturn
 
 from transformers import HfArgumentParser
 
+from ..validation import (
+    check_corpus, check_index_dir, check_index_type, check_model, check_qa_files, check_refresh_schedule,
+)
 from .arguments import CorpusArguments, IctArguments, LoopArguments, ModelArguments, PretrainingArguments, parse_arguments
 
 __all__ = ["ENTRY_POINTS", "main_evaluate", "main_finetune", "main_ict", "main_pretrain", "parse_command_line"]
@@ -31,6 +36,39 @@ _CONFIG_HELP = (
     "command-line values override the file."
 )
 _UNUSED_ARGUMENTS = "not used by the HfArgumentParser"  # transformers' message for arguments no field takes
+
+NEGATED_HELP = {
+    "share_towers": "Two networks: a query tower and a document tower (default: one shared network).",
+    "use_null_document": "Leave the null document out of the candidate sets.",
+    "rebuild_final_index": "Save the last refreshed index as final/index instead of re-embedding the corpus (its "
+    "fingerprint does not match the final model).",
+    "check_index_fingerprint": "Accept an index built by other document-tower weights (its scores may not match).",
+    "check_fingerprint": "Accept an index built by other document-tower weights (its scores may not match).",
+    "untie_towers": "With shared towers, fine-tune the one network for queries and documents alike (the index goes "
+    "stale as it learns).",
+}
+"""`--help` of the `--no_<field>` switch of a boolean field that is on by default (transformers repeats the field's
+own help there, which says the opposite)."""
+
+_MODEL_CHECK = {
+    "retriever": "a RealmRetriever directory, a BERT directory or Hub id, or 'minilm'",
+    "encoder": "a RealmKnowledgeEncoder directory, a BERT directory or Hub id, or 'minilm'",
+    "model": "a RealmForOpenQA directory, a pre-training output directory, a BERT, or 'minilm'",
+    "ict_warm_start": "a retriever directory written by `realm-hf ict` (<output_dir>/final)",
+}
+_CHECKS: dict[str, Callable[[str, str], None]] = {
+    "corpus": check_corpus,
+    "pretraining_corpus": check_corpus,
+    "index_type": check_index_type,
+    "refresh_schedule": check_refresh_schedule,
+    "train_file": check_qa_files,
+    "eval_file": check_qa_files,
+    "qa_file": check_qa_files,
+    "eval_qa_file": check_qa_files,
+    "index_dir": check_index_dir,
+    **{name: functools.partial(check_model, expected=expected) for name, expected in _MODEL_CHECK.items()},
+}
+"""Cheap checks of argument fields by name (`realm_hf.validation`), run on every given value before the job starts."""
 
 
 def parse_command_line(
@@ -60,6 +98,7 @@ def parse_command_line(
             dataclass_types, prog=prog, description=f"{description or ''}\n\n{_CONFIG_HELP}".strip(),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        _negate_help(parser)
         parser.print_help()
         raise SystemExit(0)
     if "--config" in argv:
@@ -68,16 +107,47 @@ def parse_command_line(
         if path is None or not os.path.isfile(path):
             _fail(prog, f"--config needs a YAML file, got {path!r} (no such file); e.g. --config examples/configs/x.yaml")
     try:
-        return parse_arguments(dataclass_types, argv, prog=prog)
-    except ValueError as error:
+        parsed = parse_arguments(dataclass_types, argv, prog=prog)
+        check_arguments(parsed)
+    except ValueError as error:  # an unknown argument, a field's own validation, or a check of `_CHECKS`
         if _UNUSED_ARGUMENTS not in str(error):
-            raise
+            _fail(prog, " ".join(str(error).split()))
         unknown = str(error).split(": ", 1)[-1]
         _fail(
             prog,
             f"unrecognized arguments {unknown} (from the command line or the --config file); "
             f"run `{prog} --help` for the accepted ones.",
         )
+    return parsed
+
+
+def check_arguments(parsed: Sequence[Any]) -> None:
+    r"""
+    Check the given paths, models, index type and refresh schedule of parsed argument dataclasses before any work
+    (a typo must not surface after data preparation and embedding). Fields left at their defaults are not checked
+    (a default the job does not use must not refuse it), nor the starting models of `--random_init` runs.
+
+    Raises:
+        [`UsageError`]: naming the option, its value and the fix.
+    """
+    random_init = any(getattr(arguments, "random_init", False) for arguments in parsed)
+    for arguments in parsed:
+        for field in dataclasses.fields(arguments):
+            value = getattr(arguments, field.name)
+            check = _CHECKS.get(field.name)
+            if check is None or value is None or value == field.default:
+                continue
+            if random_init and field.name in ("retriever", "encoder"):
+                continue
+            check(value, f"--{field.name}")
+
+
+def _negate_help(parser: argparse.ArgumentParser) -> None:
+    """Give each `--no_<field>` switch its own help (see [`NEGATED_HELP`])."""
+    for action in parser._actions:
+        negated = [option[len("--no_"):] for option in action.option_strings if option.startswith("--no_")]
+        if negated:
+            action.help = NEGATED_HELP.get(negated[0], f"Turn --{negated[0]} off (it is on by default).")
 
 
 def _fail(prog: str, message: str) -> NoReturn:

@@ -1,0 +1,156 @@
+"""Bad inputs to `realm-hf <command>`: one line on stderr naming the value and the fix, exit status 2, no traceback
+(unless `--debug`); every argument checked before a model is loaded or data is prepared."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from openqa_helpers import ARTICLES, QUESTIONS, write_jsonl
+
+from realm_hf.cli import main
+from realm_hf.corpus.articles import load_articles
+from realm_hf.validation import UsageError
+
+MISSING_MODEL = os.path.join(os.sep, "nonexistent", "realm-model")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cli_errors")
+    malformed = directory / "malformed.jsonl"
+    malformed.write_text('{"id": "1", "title": "A", "text": "a b c"}\n\n{"id": "2", "title": "B", "text": oops}\n')
+    return {
+        "dir": directory,
+        "corpus": write_jsonl(directory / "articles.jsonl", ARTICLES),
+        "qa": write_jsonl(directory / "qa.jsonl", QUESTIONS),
+        "malformed": str(malformed),
+    }
+
+
+def error_line(capsys, command: str) -> str:
+    """The one line a bad input prints; fails unless stderr holds exactly it and no traceback."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip() and "Generating train split" not in line]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"realm-hf {command}: error: ")
+    return lines[0]
+
+
+def test_a_model_directory_that_does_not_exist(capsys):
+    assert main(["ask", "who wrote hamlet", "--model", MISSING_MODEL]) == 2
+    line = error_line(capsys, "ask")
+    assert f"--model {MISSING_MODEL!r}: no such directory" in line and "RealmForOpenQA directory" in line
+    assert "Repo id" not in line and "connection" not in line.lower()
+
+
+def test_a_relative_model_path_is_not_taken_for_a_hub_repo_offline(capsys, monkeypatch):
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    assert main(["ask", "who wrote hamlet", "--model", "outputs/no-such-run"]) == 2
+    line = error_line(capsys, "ask")
+    assert "--model 'outputs/no-such-run': no such directory, and no Hub repo of that name in the local cache" in line
+
+
+def test_a_malformed_jsonl_corpus_names_file_and_line(data, tmp_path, capsys):
+    status = main(["build-index", "--corpus", data["malformed"], "--output", str(tmp_path / "index"),
+                   "--index-type", "torch-exact"])
+    assert status == 2
+    line = error_line(capsys, "build-index")
+    assert f"{data['malformed']}:3 is not valid JSON" in line
+    assert not (tmp_path / "index").exists()
+
+
+def test_the_corpus_loader_names_file_and_line(data):
+    with pytest.raises(ValueError, match=r"malformed\.jsonl:3 is not valid JSON"):
+        load_articles(data["malformed"])
+
+
+def test_a_missing_corpus(tmp_path, capsys):
+    missing = str(tmp_path / "missing.jsonl")
+    assert main(["build-index", "--corpus", missing, "--output", str(tmp_path / "index")]) == 2
+    line = error_line(capsys, "build-index")
+    assert f"--corpus {missing!r}: no article file" in line and "'embedded'" in line
+
+
+def test_an_index_type_typo_in_build_index(data, tmp_path, capsys):
+    pytest.importorskip("faiss")
+    status = main(["build-index", "--corpus", data["corpus"], "--output", str(tmp_path / "index"),
+                   "--index-type", "HNSW32x"])
+    assert status == 2
+    assert "--index-type 'HNSW32x' is not a faiss factory string" in error_line(capsys, "build-index")
+
+
+@pytest.mark.parametrize("command", ["pretrain", "finetune"])
+def test_an_index_type_typo_is_refused_before_any_data_preparation(command, data, tmp_path, capsys):
+    pytest.importorskip("faiss")
+    output = tmp_path / "run"
+    argv = [command, "--output_dir", str(output), "--random_init", "--corpus", data["corpus"], "--index_type", "Flatt"]
+    if command == "finetune":
+        argv += ["--train_file", data["qa"]]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "--index_type 'Flatt' is not a faiss factory string" in error_line(capsys, command)
+    assert not output.exists()  # refused before the trainer made its output directory
+
+
+@pytest.mark.parametrize(
+    "command, option, value, expected",
+    [
+        ("finetune", "--train_file", "no-such-qa.jsonl", "No QA file at no-such-qa.jsonl"),
+        ("pretrain", "--corpus", "no-such-corpus.jsonl", "no article file"),
+        ("pretrain", "--refresh_schedule", "every-100", "Cannot parse refresh schedule"),
+        ("evaluate", "--model", MISSING_MODEL, "no such directory"),
+    ],
+)
+def test_training_job_arguments_are_checked_first(command, option, value, expected, data, tmp_path, capsys):
+    argv = [command, option, value]
+    if command == "evaluate":
+        argv += ["--qa_file", data["qa"]]
+    else:
+        argv += ["--output_dir", str(tmp_path / "run"), "--random_init"]
+        if command == "finetune":
+            argv += ["--corpus", data["corpus"]]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    line = error_line(capsys, command)
+    assert f"{option} {value!r}" in line or option in line
+    assert expected in line
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_search_refuses_an_empty_query(query, capsys):
+    assert main(["search", "--index", "no-index", query]) == 2
+    assert "query 1 is empty" in error_line(capsys, "search")
+
+
+def test_search_refuses_a_missing_index(capsys):
+    assert main(["search", "--index", "no-such-index", "who wrote hamlet"]) == 2
+    assert "--index 'no-such-index': no such directory, so no index" in error_line(capsys, "search")
+
+
+def test_ask_refuses_an_empty_second_question(capsys):
+    assert main(["ask", "who wrote hamlet", " ", "--model", MISSING_MODEL]) == 2
+    assert "question 2 is empty" in error_line(capsys, "ask")
+
+
+def test_debug_shows_the_traceback():
+    with pytest.raises(UsageError, match="no such directory"):
+        main(["--debug", "ask", "who wrote hamlet", "--model", MISSING_MODEL])
+
+
+def test_the_console_command_prints_one_line():
+    result = subprocess.run(
+        [sys.executable, "-m", "realm_hf.cli", "search", "--index", "no-such-index", "who wrote hamlet"],
+        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "realm-hf search: error: --index 'no-such-index': no such directory, so no index; pass a directory written "
+        "by `realm-hf build-index --output DIR` or a trainer's <output_dir>/final/index."
+    ]
