@@ -54,6 +54,23 @@ def test_a_relative_model_path_is_not_taken_for_a_hub_repo_offline(capsys, monke
     assert "--model 'outputs/no-such-run': no such directory, and no Hub repo of that name in the local cache" in line
 
 
+def test_a_run_directory_instead_of_its_final_model(tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "final").mkdir(parents=True)
+    (run / "final" / "config.json").write_text("{}")
+    assert main(["ask", "who wrote hamlet", "--model", str(run)]) == 2
+    line = error_line(capsys, "ask")
+    assert f"--model {str(run)!r} holds no config.json, so no model; did you mean {run / 'final'}?" in line
+
+
+def test_a_corpus_whose_titles_are_not_text(tmp_path, capsys):
+    corpus = write_jsonl(tmp_path / "lists.jsonl", [{"title": "A", "text": "a"}, {"title": ["B"], "text": "b"}])
+    status = main(["build-index", "--corpus", corpus, "--output", str(tmp_path / "index"), "--index-type", "torch-exact"])
+    assert status == 2
+    line = error_line(capsys, "build-index")
+    assert "Article columns ['title'] must hold strings" in line and corpus in line
+
+
 def test_a_malformed_jsonl_corpus_names_file_and_line(data, tmp_path, capsys):
     status = main(["build-index", "--corpus", data["malformed"], "--output", str(tmp_path / "index"),
                    "--index-type", "torch-exact"])

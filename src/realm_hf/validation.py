@@ -73,6 +73,7 @@ def check_model(value: str, option: str, expected: str = "a saved model director
     except (ImportError, FileNotFoundError) as error:
         raise UsageError(f"{option} {value!r}: {error}") from error
     if os.path.isdir(path):
+        _check_model_dir(path, value, option, expected)
         return
     if os.path.exists(path):
         raise UsageError(f"{option} {value!r} is a file; pass {expected}.")
@@ -85,6 +86,17 @@ def check_model(value: str, option: str, expected: str = "a saved model director
             f"{option} {value!r}: no such directory, and no Hub repo of that name in the local cache (HF_HUB_OFFLINE "
             f"is set); pass {expected}, or download the repo first (`realm-hf download {value}` with network access)."
         )
+
+
+def _check_model_dir(path: str, value: str, option: str, expected: str) -> None:
+    """An existing directory must hold a config.json (flat, or a pre-training output's retriever/ and encoder/)."""
+    if any(os.path.isfile(os.path.join(path, *parts, "config.json")) for parts in ((), ("retriever",), ("encoder",))):
+        return
+    final = os.path.join(value, "final")
+    hint = f"did you mean {final}? " if os.path.isfile(os.path.join(final, "config.json")) or os.path.isdir(
+        os.path.join(final, "retriever")
+    ) else ""
+    raise UsageError(f"{option} {value!r} holds no config.json, so no model; {hint}pass {expected}.")
 
 
 def check_corpus(value: str, option: str = "--corpus") -> None:

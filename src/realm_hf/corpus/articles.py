@@ -103,6 +103,19 @@ def _first_malformed_json(files: list[str]) -> str | None:
     return None
 
 
+def _is_string(feature: Any) -> bool:
+    return isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
+
+
+def _describe(source: Any) -> str:
+    """`source` in a message: its path(s), or its kind."""
+    if _is_path(source):
+        return os.fspath(source)
+    if isinstance(source, Sequence) and source and all(_is_path(s) for s in source):
+        return ", ".join(os.fspath(s) for s in source)
+    return f"the {type(source).__name__} given"
+
+
 def load_articles(source: Any, cache_dir: str | None = None) -> datasets.Dataset:
     r"""
     Load articles into an Arrow-backed `datasets.Dataset` with string columns `id`, `title`, `text`.
@@ -135,6 +148,12 @@ def load_articles(source: Any, cache_dir: str | None = None) -> datasets.Dataset
     missing = [name for name in ("title", "text") if name not in articles.column_names]
     if missing:
         raise ValueError(f"Articles need columns 'title' and 'text'; missing {missing} in {articles.column_names}.")
+    not_text = {name: articles.features[name] for name in ("title", "text") if not _is_string(articles.features[name])}
+    if not_text:
+        raise ValueError(
+            f"Article columns {sorted(not_text)} must hold strings, got {list(not_text.values())} in {_describe(source)}; "
+            "give every row a text 'title' and 'text'."
+        )
     if "id" not in articles.column_names:
         articles = articles.add_column("id", [str(i) for i in range(len(articles))])
     articles = articles.select_columns(list(ARTICLE_COLUMNS))
