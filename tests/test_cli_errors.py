@@ -171,3 +171,10 @@ def test_the_console_command_prints_one_line():
         "realm-hf search: error: --index 'no-such-index': no such directory, so no index; pass a directory written "
         "by `realm-hf build-index --output DIR` or a trainer's <output_dir>/final/index."
     ]
+
+
+def test_demo_refuses_an_empty_question_before_any_work(tmp_path, capsys):
+    output = tmp_path / "demo"
+    assert main(["demo", "--output", str(output), "--question", "who wrote hamlet", "--question", " "]) == 2
+    assert "question 2 is empty" in error_line(capsys, "demo")
+    assert not output.exists()
