@@ -6,7 +6,7 @@ Layout of an index directory (a downloaded Hub snapshot has the same layout)::
                             blocks/*.parquet shards instead (see realm_hf.hub)
     embeddings.npy          [N, D] float32 or float16, memory-mapped on load
     index.faiss             faiss.write_index (absent for index_type="torch-exact")
-    manifest.json           see IndexManifest
+    manifest.json           see IndexManifest (with checksums of embeddings.npy and index.faiss, checked on load)
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import torch
 from ..corpus.blocks import split_into_blocks
 from ..corpus.store import BlockStore, int_column
 from .atomic import atomic_directory
-from .backends import TORCH_EXACT, FaissBackend, TorchExactBackend
+from .backends import FAISS_FILE, TORCH_EXACT, FaissBackend, TorchExactBackend
 from .embedding import embed_blocks, resolve_fingerprint
-from .manifest import MANIFEST_NAME, IndexManifest, fingerprint_module
+from .manifest import MANIFEST_NAME, IndexManifest, check_checksums, file_checksum, fingerprint_module
 
 
 logger = logging.getLogger(__name__)
@@ -149,6 +149,7 @@ class RealmIndex:
     def _set_blocks(self, blocks: datasets.Dataset) -> None:
         self.store = BlockStore(blocks)
         self.manifest.num_blocks = len(blocks)
+        self.manifest.checksums = None  # they describe the files saved before this change
         self._exact_backend = None
 
     # ----------------------------------------------------------------------------------------------------- build
@@ -340,6 +341,7 @@ class RealmIndex:
             FaissBackend(current.index, self.index_type, search_params=current.search_params)
             raise
         self.manifest.search_params = self.search_params
+        self.manifest.checksums = None  # faiss stores the search parameters in its file
         return self.search_params
 
     def search(
@@ -540,6 +542,11 @@ class RealmIndex:
             np.save(os.path.join(tmp, EMBEDDINGS_FILE), np.asarray(self.embeddings), allow_pickle=False)
             self.backend.save(tmp)
             self.manifest.search_params = dict(self.backend.search_params)
+            self.manifest.checksums = {
+                name: file_checksum(os.path.join(tmp, name))
+                for name in (EMBEDDINGS_FILE, FAISS_FILE)
+                if os.path.isfile(os.path.join(tmp, name))
+            }
             self.manifest.to_json_file(os.path.join(tmp, MANIFEST_NAME))  # last: its presence marks completeness
         logger.info("Saved %r to %s in %.1fs", self, save_directory, time.perf_counter() - began)
 
@@ -552,6 +559,7 @@ class RealmIndex:
         mmap: bool = True,
         device: str | torch.device | None = None,
         search_params: dict[str, Any] | None = None,
+        verify_checksums: bool = True,
         *,
         revision: str | None = None,
         token: str | bool | None = None,
@@ -571,12 +579,14 @@ class RealmIndex:
             mmap (`bool`, defaults to `True`): Memory-map blocks and embeddings instead of reading them into RAM.
             device (`str` or `torch.device`, *optional*): Device of the search backend.
             search_params (`dict`, *optional*): Override stored faiss search parameters (`nprobe`, `efSearch`, ...).
+            verify_checksums (`bool`, defaults to `True`): Check `embeddings.npy` and `index.faiss` against the
+                checksums in the manifest (reads both files once; an index saved without checksums is not checked).
             revision (`str`, *optional*): Hub only: branch, tag or commit of the repo (`config.index_revision`).
             token, cache_dir, local_files_only: Hub only, as in `huggingface_hub.snapshot_download`.
 
         Raises:
             `FileNotFoundError`: naming the missing file (and the repo, from the Hub). `ValueError`: on a dim or
-            fingerprint mismatch, saying how to rebuild.
+            fingerprint mismatch, or a file that does not match its checksum, saying how to rebuild.
         """
         directory = os.fspath(directory)
         if not os.path.isdir(directory):
@@ -598,6 +608,8 @@ class RealmIndex:
         for path in (blocks_path, embeddings_path):
             if not os.path.exists(path):
                 raise FileNotFoundError(f"Missing {os.path.basename(path)} in index directory {directory}.")
+        if verify_checksums and manifest.checksums:
+            check_checksums(directory, manifest.checksums)
         blocks = load_index_blocks(blocks_path, mmap=mmap)
         embeddings = np.load(embeddings_path, mmap_mode="r" if mmap else None, allow_pickle=False)  # [N, D]
         if embeddings.shape != (manifest.num_blocks, manifest.dim):
