@@ -92,7 +92,8 @@ def make_open_qa_dir(directory: str, seed: int = 0) -> str:
 
 
 def make_pretraining_dir(directory: str, seed: int = 0) -> str:
-    """What `RealmPretrainer.save_model` writes: `retriever/`, `encoder/` (each with the tokenizer) and `index/`."""
+    """What `RealmPretrainer.save_model` writes: `retriever/`, `encoder/` (each with the tokenizer), `index/`, and at
+    the top level the encoder's config and the tokenizer (what `transformers.pipeline(task, model=<dir>)` reads)."""
     from realm_hf import RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig, RealmRetriever, RealmRetrieverConfig
 
     tokenizer = minilm_tokenizer()
@@ -111,5 +112,7 @@ def make_pretraining_dir(directory: str, seed: int = 0) -> str:
     encoder.save_pretrained(os.path.join(directory, "encoder"))
     tokenizer.save_pretrained(os.path.join(directory, "retriever"))
     tokenizer.save_pretrained(os.path.join(directory, "encoder"))
+    encoder.config.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
     index.save_pretrained(os.path.join(directory, "index"))
     return directory

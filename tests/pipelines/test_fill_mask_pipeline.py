@@ -1,4 +1,4 @@
-"""`pipeline("realm-fill-mask", ...)` over a tiny pre-training output directory (retriever/ encoder/ index/)."""
+"""`pipeline("realm-fill-mask", ...)` (and transformers' `"fill-mask"`) over a tiny pre-training output directory."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from transformers import pipeline
 import realm_hf  # noqa: F401  (registers the tasks)
 from realm_hf import RealmFillMaskPipeline, RealmKnowledgeEncoder, RealmRetriever
 from realm_hf.index import RealmIndex
-from realm_hf.pipelines import beam_search
+from realm_hf.pipelines import RealmPretrainingEncoder, RealmRetrievalAugmentedMaskedLM, beam_search
 
 TASK = "realm-fill-mask"
 TEXT = "paris is the capital of [MASK]."
@@ -55,7 +55,25 @@ def test_task_is_registered():
     from transformers.pipelines import PIPELINE_REGISTRY
 
     _, impl, _ = PIPELINE_REGISTRY.check_task(TASK)
-    assert impl["impl"] is RealmFillMaskPipeline and impl["pt"] == (RealmKnowledgeEncoder,)
+    assert impl["impl"] is RealmFillMaskPipeline and impl["pt"] == (RealmPretrainingEncoder,)
+
+
+def test_output_dir_loads_by_its_top_level_path_in_both_pipelines(fill, pretraining_dir):
+    """`pipeline(task, model=<pre-training output>)`: the directory `RealmPretrainer.save_model` writes, as is."""
+    expected = fill(TEXT, top_k=3)
+    realm = pipeline(TASK, model=pretraining_dir)
+    assert isinstance(realm, RealmFillMaskPipeline)
+    got = realm(TEXT, top_k=3)
+    assert [r["token"] for r in got] == [r["token"] for r in expected]
+    assert [r["score"] for r in got] == pytest.approx([r["score"] for r in expected], rel=1e-5)
+
+    # transformers' own fill-mask pipeline: per mask, the same marginal p(y | x) over ∅ and the retrieved blocks
+    plain = pipeline("fill-mask", model=pretraining_dir)
+    assert isinstance(plain.model, RealmRetrievalAugmentedMaskedLM)
+    out = plain(TEXT, top_k=3)
+    assert [r["token"] for r in out] == [r["token"] for r in expected]
+    assert [r["score"] for r in out] == pytest.approx([r["score"] for r in expected], rel=1e-4)
+    assert out[0]["sequence"] == expected[0]["sequence"]
 
 
 def test_single_mask_scores_are_probabilities(fill):

@@ -174,12 +174,18 @@ def test_over_long_question_is_truncated_with_a_warning(qa, caplog):
     assert qa(truncated)["answer"] == result["answer"]
 
 
-def test_question_answering_task_names_the_open_domain_pipeline(open_qa_dir):
+def test_question_answering_task_names_the_realm_call(open_qa_dir):
     """transformers v5 removed "question-answering" and rejects it before any registry is consulted: no routing is
-    possible, but the error names the REALM task."""
+    possible, but the error names the call that works."""
     model = RealmForOpenQA.from_pretrained(open_qa_dir)
-    with pytest.raises(KeyError, match="open-domain-question-answering"):
+    with pytest.raises(KeyError, match=r"pipeline\('realm-open-qa', model=\.\.\.\)"):
         pipeline("question-answering", model=model)
+
+
+def test_short_task_name_is_the_same_pipeline(qa, open_qa_dir):
+    short = pipeline("realm-open-qa", model=open_qa_dir)
+    assert isinstance(short, OpenDomainQuestionAnsweringPipeline)
+    assert short(QUESTIONS[0]) == qa(QUESTIONS[0])
 
 
 class _IndexWithoutEmbeddings:

@@ -44,12 +44,15 @@ _INDEX_CARD_FACTS = ("corpus", "corpus_description", "license")
 
 
 def _model_kind(model_dir: str) -> tuple[str, list[str]]:
-    """`("open_qa" | "pretrained" | "retriever" | <model_type>, [model subfolders with a config.json])`."""
+    """`("open_qa" | "pretrained" | "retriever" | <model_type>, [model subfolders with a config.json])`.
+
+    A pre-training `final/` is recognized by its `retriever/` and `encoder/` first: its top-level `config.json` is only
+    the copy of the encoder's that transformers' `pipeline()` reads."""
+    if all(os.path.isfile(os.path.join(model_dir, sub, "config.json")) for sub in ("retriever", "encoder")):
+        return "pretrained", ["retriever", "encoder"]
     if os.path.isfile(os.path.join(model_dir, "config.json")):
         model_type = read_json(os.path.join(model_dir, "config.json")).get("model_type")
         return {"realm_open_qa": "open_qa", "realm_retriever": "retriever"}.get(model_type, model_type), [""]
-    if all(os.path.isfile(os.path.join(model_dir, sub, "config.json")) for sub in ("retriever", "encoder")):
-        return "pretrained", ["retriever", "encoder"]
     raise FileNotFoundError(
         f"{model_dir} is not a saved REALM model: expected a config.json (RealmForOpenQA, RealmRetriever) or "
         "retriever/ and encoder/ sub-directories (a pre-training run's `final/`)."

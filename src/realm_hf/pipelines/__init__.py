@@ -3,11 +3,15 @@
 Once [`register_pipelines`] has run (`realm_hf` calls it as soon as `transformers.pipelines` is loaded, in either
 import order: see `realm_hf`),
 
-- `transformers.pipeline("open-domain-question-answering", model=<RealmForOpenQA dir or instance>)` and
-- `transformers.pipeline("realm-fill-mask", model=<pre-training output dir>/encoder)`
+- `transformers.pipeline("realm-open-qa", model=<RealmForOpenQA dir or instance>)` (also registered under its long
+  name `"open-domain-question-answering"`),
+- `transformers.pipeline("realm-fill-mask", model=<pre-training output dir>)` (or its `encoder/`) and
+- `transformers.pipeline("fill-mask", model=<pre-training output dir>)` (transformers' own pipeline over
+  [`RealmRetrievalAugmentedMaskedLM`], registered with `AutoModelForMaskedLM`)
 
 work like the built-in tasks. Registration uses `transformers.pipelines.PIPELINE_REGISTRY.register_pipeline` (the
-public hook for custom tasks), with the realm_hf model class as the task's PyTorch model class.
+public hook for custom tasks) and its task aliases. transformers v5 removed `"question-answering"` and rejects it
+before any registry is consulted; its error then names `pipeline("realm-open-qa", ...)`.
 
 The other names below are imported from their submodules on first access.
 """
@@ -20,28 +24,40 @@ from .. import _lazy_exports
 __getattr__, __dir__, __all__ = _lazy_exports(
     __name__,
     {
-        "fill_mask": ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search"],
+        "fill_mask": ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search", "score_candidates"],
         "index_loading": ["load_index_for_model", "resolve_model_dir"],
-        "open_qa": ["OPEN_QA_TASK", "OpenDomainQuestionAnsweringPipeline", "add_question_answering_hint"],
+        "masked_lm": ["RealmPretrainingEncoder", "RealmRetrievalAugmentedMaskedLM", "encoder_subfolder"],
+        "open_qa": [
+            "OPEN_QA_TASK",
+            "OPEN_QA_TASK_ALIAS",
+            "OpenDomainQuestionAnsweringPipeline",
+            "add_question_answering_hint",
+        ],
     },
 )
 __all__ += ["register_pipelines"]
 
 
 def register_pipelines() -> None:
-    """Register the REALM tasks with transformers (idempotent: a task already bound to our class is left alone)."""
+    """Register the REALM tasks with transformers (idempotent: a task already bound to our class is left alone), the
+    short task name `"realm-open-qa"`, and the retrieval-augmented masked LM with `AutoModelForMaskedLM`."""
+    from transformers import AutoModelForMaskedLM
     from transformers.pipelines import PIPELINE_REGISTRY
 
-    from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder
+    from ..configuration import RealmKnowledgeEncoderConfig
+    from ..modeling import RealmForOpenQA
     from .fill_mask import FILL_MASK_TASK, RealmFillMaskPipeline
-    from .open_qa import OPEN_QA_TASK, OpenDomainQuestionAnsweringPipeline, add_question_answering_hint
+    from .masked_lm import RealmPretrainingEncoder, RealmRetrievalAugmentedMaskedLM
+    from .open_qa import OPEN_QA_TASK, OPEN_QA_TASK_ALIAS, OpenDomainQuestionAnsweringPipeline, add_question_answering_hint
 
     for task, pipeline_class, model_class in (
         (OPEN_QA_TASK, OpenDomainQuestionAnsweringPipeline, RealmForOpenQA),
-        (FILL_MASK_TASK, RealmFillMaskPipeline, RealmKnowledgeEncoder),
+        (FILL_MASK_TASK, RealmFillMaskPipeline, RealmPretrainingEncoder),
     ):
         current = PIPELINE_REGISTRY.supported_tasks.get(task)
         if current is not None and current.get("impl") is pipeline_class:
             continue
         PIPELINE_REGISTRY.register_pipeline(task, pipeline_class=pipeline_class, pt_model=model_class, type="text")
+    PIPELINE_REGISTRY.task_aliases[OPEN_QA_TASK_ALIAS] = OPEN_QA_TASK
+    AutoModelForMaskedLM.register(RealmKnowledgeEncoderConfig, RealmRetrievalAugmentedMaskedLM, exist_ok=True)
     add_question_answering_hint()

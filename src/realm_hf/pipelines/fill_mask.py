@@ -29,11 +29,12 @@ predictions are decoded by a beam search over the positions, left to right, each
 marginal of its prefix `Σ_z p(z | x) Π_{i<=j} p(y_i | z, x)` (beam width `max(top_k, beam_size)`); the returned
 scores are the exact marginals of the whole span, the search is approximate (width 1 is greedy decoding).
 
-Loading: `RealmFillMaskPipeline.from_pretrained(pretraining_output_dir)`, or through the transformers factory with the
-encoder as the model: `pipeline("realm-fill-mask", model="<dir>/encoder")` (the retriever and the index are found
-next to it, in `<dir>/retriever` and `<dir>/index`), or
-`pipeline("realm-fill-mask", model="<dir>", model_kwargs={"subfolder": "encoder"})`, or with everything explicit:
+Loading: `pipeline("realm-fill-mask", model="<dir>")` with the pre-training output directory as saved (its top-level
+`config.json`, see `realm_hf.pipelines.masked_lm`), or `pipeline("realm-fill-mask", model="<dir>/encoder")` (the
+retriever and the index are found next to the encoder, in `<dir>/retriever` and `<dir>/index`), or
+`RealmFillMaskPipeline.from_pretrained(<dir>)`, or with everything explicit:
 `pipeline("realm-fill-mask", model=encoder, tokenizer=tokenizer, retriever=retriever, index=index)`.
+`pipeline("fill-mask", model="<dir>")` gives transformers' own pipeline the same marginal, mask by mask.
 """
 
 from __future__ import annotations
@@ -60,17 +61,56 @@ from .index_loading import load_index_for_model
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FILL_MASK_TASK", "RealmFillMaskPipeline"]
+__all__ = ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search", "score_candidates"]
 
 FILL_MASK_TASK = "realm-fill-mask"
 
 
-def _pretraining_dirs(encoder_path: str | None) -> list[str]:
+def pretraining_dirs(encoder_path: str | None) -> list[str]:
     """Directories that may hold `retriever/` and `index/`: the encoder's own, then its parent (the output dir)."""
     if not encoder_path or not os.path.isdir(encoder_path):
         return []
     encoder_path = os.path.abspath(encoder_path)
     return [encoder_path, os.path.dirname(encoder_path)]
+
+
+def find_retriever(retriever: Any, dirs: list[str]) -> tuple[RealmRetriever, str | None]:
+    """The retriever given (an instance or a directory), else `retriever/` in the first of `dirs` that has one."""
+    if isinstance(retriever, RealmRetriever):
+        return retriever, retriever.name_or_path or None
+    if retriever is not None:
+        path = os.fspath(retriever)
+        return RealmRetriever.from_pretrained(path), path
+    for directory in dirs:
+        path = os.path.join(directory, "retriever")
+        if os.path.isfile(os.path.join(path, "config.json")):
+            return RealmRetriever.from_pretrained(path), path
+    looked = ", ".join(os.path.join(d, "retriever") for d in dirs) or "nowhere (the encoder was built in memory)"
+    raise ValueError(
+        f"The {FILL_MASK_TASK!r} pipeline needs the REALM retriever: pass `retriever=` (a RealmRetriever or its "
+        f"directory). Looked in: {looked}."
+    )
+
+
+def find_index(index: Any, dirs: list[str], expected_dim: int) -> Any:
+    """The index given (an instance or a directory), else `index/` in the first of `dirs` that has one."""
+    if index is not None:
+        return load_index_for_model(None, None, index, expected_dim=expected_dim)
+    for directory in dirs:
+        if os.path.isfile(os.path.join(directory, "index", "manifest.json")):
+            return load_index_for_model(directory, None, expected_dim=expected_dim)
+    looked = ", ".join(os.path.join(d, "index") for d in dirs) or "nowhere (the encoder was built in memory)"
+    raise FileNotFoundError(
+        f"The {FILL_MASK_TASK!r} pipeline needs the corpus index: pass `index=` (a RealmIndex or its directory). "
+        f"Looked in: {looked}."
+    )
+
+
+def find_tokenizer(dirs: list[str], retriever_dir: str | None) -> Any:
+    """The tokenizer saved with the checkpoint: in the encoder's directory, the retriever's or `<output dir>/encoder`."""
+    return load_tokenizer_from(
+        [*dirs[:1], retriever_dir, *(os.path.join(d, "encoder") for d in dirs[1:])], "REALM encoder"
+    )
 
 
 class RealmFillMaskPipeline(Pipeline):
@@ -116,50 +156,18 @@ class RealmFillMaskPipeline(Pipeline):
                 f"The {FILL_MASK_TASK!r} pipeline's model is a realm_hf RealmKnowledgeEncoder (the `encoder/` of a "
                 f"pre-training output directory), got {type(model).__name__}."
             )
-        dirs = _pretraining_dirs(model.name_or_path or None)
-        retriever, retriever_dir = self._resolve_retriever(retriever, dirs)
+        dirs = pretraining_dirs(model.name_or_path or None)
+        retriever, retriever_dir = find_retriever(retriever, dirs)
         if tokenizer is None:
-            tokenizer = load_tokenizer_from(
-                [*dirs[:1], retriever_dir, *(os.path.join(d, "encoder") for d in dirs[1:])], "REALM encoder"
-            )
+            tokenizer = find_tokenizer(dirs, retriever_dir)
         check_fast_tokenizer(tokenizer, type(self).__name__)
         if tokenizer.mask_token_id is None:
             raise ValueError("The tokenizer has no [MASK] token; pass the BERT tokenizer the encoder was trained with.")
         super().__init__(model=model, tokenizer=tokenizer, **kwargs)
         self.model.eval()
         self.retriever = retriever.to(self.device).eval()
-        self.index = self._resolve_default_index(index, dirs)
+        self.index = find_index(index, dirs, self.retriever.config.embedding_size)
         self._call_indexes: dict[str, Any] = {}
-
-    @staticmethod
-    def _resolve_retriever(retriever: Any, dirs: list[str]) -> tuple[RealmRetriever, str | None]:
-        if isinstance(retriever, RealmRetriever):
-            return retriever, retriever.name_or_path or None
-        if retriever is not None:
-            path = os.fspath(retriever)
-            return RealmRetriever.from_pretrained(path), path
-        for directory in dirs:
-            path = os.path.join(directory, "retriever")
-            if os.path.isfile(os.path.join(path, "config.json")):
-                return RealmRetriever.from_pretrained(path), path
-        looked = ", ".join(os.path.join(d, "retriever") for d in dirs) or "nowhere (the encoder was built in memory)"
-        raise ValueError(
-            f"The {FILL_MASK_TASK!r} pipeline needs the REALM retriever: pass `retriever=` (a RealmRetriever or its "
-            f"directory). Looked in: {looked}."
-        )
-
-    def _resolve_default_index(self, index: Any, dirs: list[str]) -> Any:
-        expected_dim = self.retriever.config.embedding_size
-        if index is not None:
-            return load_index_for_model(None, None, index, expected_dim=expected_dim)
-        for directory in dirs:
-            if os.path.isfile(os.path.join(directory, "index", "manifest.json")):
-                return load_index_for_model(directory, None, expected_dim=expected_dim)
-        looked = ", ".join(os.path.join(d, "index") for d in dirs) or "nowhere (the encoder was built in memory)"
-        raise FileNotFoundError(
-            f"The {FILL_MASK_TASK!r} pipeline needs the corpus index: pass `index=` (a RealmIndex or its directory). "
-            f"Looked in: {looked}."
-        )
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, **kwargs: Any) -> RealmFillMaskPipeline:
@@ -244,76 +252,9 @@ class RealmFillMaskPipeline(Pipeline):
     def _forward(
         self, model_inputs: dict[str, torch.Tensor], num_blocks: int | None = None, index: Any = None
     ) -> dict[str, torch.Tensor]:
-        index = self._resolve_index(index)
-        input_ids = model_inputs["input_ids"]  # [B, Lq]
-        attention_mask = model_inputs["attention_mask"]
-        device = input_ids.device
-        batch_size = input_ids.shape[0]
-        mask_id = self.tokenizer.mask_token_id
-        config = self.model.config
-
-        query_embeds = self.retriever.embed_queries(input_ids, attention_mask, model_inputs["token_type_ids"])
-        default_blocks = max(config.num_candidates - 1, 1) if config.use_null_document else config.num_candidates
-        k = min(num_blocks or default_blocks, len(index))
-        _, block_ids = index.search(query_embeds.float().cpu(), k)  # [B, k]
-        rows = index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
-        retrieved = [[{name: rows[name][b][j] for name in rows} for j in range(k)] for b in range(batch_size)]
-
-        # the examples of pre-training: `[CLS] x [SEP]`, a label at every [MASK] (its value is never read here)
-        examples = []
-        for b in range(batch_size):
-            query = input_ids[b, : int(attention_mask[b].sum())].tolist()
-            examples.append(
-                {"input_ids": query, "labels": [mask_id if t == mask_id else IGNORE_INDEX for t in query]}
-            )
-        collator = RealmPretrainingCollator(
-            self.tokenizer,
-            block_max_length=self.retriever.config.block_max_length,
-            joined_max_length=config.max_length,
-            use_null_document=True,  # ∅ is candidate 0: p(y | ∅, x) is always reported
+        return score_candidates(
+            self.model, self.retriever, self.tokenizer, self._resolve_index(index), model_inputs, num_blocks
         )
-        batch = {k_: v.to(device) if isinstance(v, torch.Tensor) else v for k_, v in collator(examples, retrieved).items()}
-        null_index = batch["null_candidate_index"]
-
-        relevance = self.retriever(
-            **retriever_inputs(batch),
-            # a learned null-document prior (config.null_document_score="learned") scores ∅ as in training
-            null_candidate_index=null_index if config.use_null_document else None,
-        ).relevance_scores.float()  # [B, K]
-        if not config.use_null_document:
-            relevance[:, null_index] = float("-inf")  # ∅ was not a candidate in training: no prior mass
-        log_prior = torch.log_softmax(relevance, dim=-1)  # [B, K]
-
-        outputs = self.model(
-            input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
-            token_type_ids=batch["token_type_ids"],
-            labels=batch["labels"],
-        )
-        # masked_positions rows are (b, k, position) in lexicographic order: each (b, k) group holds the m_b masks of
-        # example b in position order
-        token_log_probs = torch.log_softmax(outputs.masked_token_logits.float(), dim=-1)  # [M, V]
-        num_candidates = batch["input_ids"].shape[1]
-        num_masks = (batch["labels"] != IGNORE_INDEX).sum(-1)  # [B]
-        max_masks = int(num_masks.max())
-        positions = outputs.masked_positions  # [M, 3]
-        group = positions[:, 0] * num_candidates + positions[:, 1]  # [M]
-        group_start = torch.cumsum(num_masks.repeat_interleave(num_candidates), 0) - num_masks.repeat_interleave(
-            num_candidates
-        )  # [B*K], first row of each group
-        slot = torch.arange(len(positions), device=device) - group_start[group]  # [M]
-        per_mask = token_log_probs.new_zeros((batch_size, num_candidates, max_masks, token_log_probs.shape[-1]))
-        per_mask[positions[:, 0], positions[:, 1], slot] = token_log_probs  # [B, K, m, V]
-        mask_positions = torch.full((batch_size, max_masks), -1, dtype=torch.long, device=device)
-        first = positions[:, 1] == 0
-        mask_positions[positions[first, 0], slot[first]] = positions[first, 2]
-        return {
-            "log_prior": log_prior,  # [B, K]
-            "token_log_probs": per_mask,  # [B, K, m, V]
-            "mask_positions": mask_positions,  # [B, m], -1 padded
-            "candidate_block_ids": batch["candidate_block_ids"],  # [B, K], -1 for ∅
-            "input_ids": input_ids,  # [B, Lq]
-        }
 
     def postprocess(
         self, model_outputs: dict[str, torch.Tensor], top_k: int = 5, beam_size: int | None = None, index: Any = None
@@ -369,6 +310,99 @@ class RealmFillMaskPipeline(Pipeline):
                 }
             )
         return results
+
+
+def score_candidates(
+    encoder: RealmKnowledgeEncoder,
+    retriever: RealmRetriever,
+    tokenizer: Any,
+    index: Any,
+    model_inputs: dict[str, torch.Tensor],
+    num_blocks: int | None = None,
+) -> dict[str, torch.Tensor]:
+    r"""
+    Retrieve for `[CLS] x [SEP]` queries with [MASK]s and score every candidate as in pre-training.
+
+    Args:
+        encoder ([`RealmKnowledgeEncoder`]), retriever ([`RealmRetriever`]), tokenizer, index ([`RealmIndex`]): A
+            pre-training checkpoint and its index.
+        model_inputs (`dict`): `input_ids`, `attention_mask`, `token_type_ids` of shape `(B, Lq)` (right padded).
+        num_blocks (`int`, *optional*): Blocks retrieved per query (default `num_candidates - 1`, ∅ completing them).
+
+    Returns:
+        `dict`: `log_prior` `(B, K)` = `log p(z | x)` (∅ is candidate 0), `token_log_probs` `(B, K, m, V)` =
+        `log p(y_j | z, x)` at the m masks, `mask_positions` `(B, m)` (-1 padded), `candidate_block_ids` `(B, K)`
+        (-1 for ∅) and `input_ids`.
+    """
+    input_ids = model_inputs["input_ids"]  # [B, Lq]
+    attention_mask = model_inputs["attention_mask"]
+    device = input_ids.device
+    batch_size = input_ids.shape[0]
+    mask_id = tokenizer.mask_token_id
+    config = encoder.config
+
+    query_embeds = retriever.embed_queries(input_ids, attention_mask, model_inputs["token_type_ids"])
+    default_blocks = max(config.num_candidates - 1, 1) if config.use_null_document else config.num_candidates
+    k = min(num_blocks or default_blocks, len(index))
+    _, block_ids = index.search(query_embeds.float().cpu(), k)  # [B, k]
+    rows = index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
+    retrieved = [[{name: rows[name][b][j] for name in rows} for j in range(k)] for b in range(batch_size)]
+
+    # the examples of pre-training: `[CLS] x [SEP]`, a label at every [MASK] (its value is never read here)
+    examples = []
+    for b in range(batch_size):
+        query = input_ids[b, : int(attention_mask[b].sum())].tolist()
+        examples.append(
+            {"input_ids": query, "labels": [mask_id if t == mask_id else IGNORE_INDEX for t in query]}
+        )
+    collator = RealmPretrainingCollator(
+        tokenizer,
+        block_max_length=retriever.config.block_max_length,
+        joined_max_length=config.max_length,
+        use_null_document=True,  # ∅ is candidate 0: p(y | ∅, x) is always reported
+    )
+    batch = {k_: v.to(device) if isinstance(v, torch.Tensor) else v for k_, v in collator(examples, retrieved).items()}
+    null_index = batch["null_candidate_index"]
+
+    relevance = retriever(
+        **retriever_inputs(batch),
+        # a learned null-document prior (config.null_document_score="learned") scores ∅ as in training
+        null_candidate_index=null_index if config.use_null_document else None,
+    ).relevance_scores.float()  # [B, K]
+    if not config.use_null_document:
+        relevance[:, null_index] = float("-inf")  # ∅ was not a candidate in training: no prior mass
+    log_prior = torch.log_softmax(relevance, dim=-1)  # [B, K]
+
+    outputs = encoder(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        token_type_ids=batch["token_type_ids"],
+        labels=batch["labels"],
+    )
+    # masked_positions rows are (b, k, position) in lexicographic order: each (b, k) group holds the m_b masks of
+    # example b in position order
+    token_log_probs = torch.log_softmax(outputs.masked_token_logits.float(), dim=-1)  # [M, V]
+    num_candidates = batch["input_ids"].shape[1]
+    num_masks = (batch["labels"] != IGNORE_INDEX).sum(-1)  # [B]
+    max_masks = int(num_masks.max())
+    positions = outputs.masked_positions  # [M, 3]
+    group = positions[:, 0] * num_candidates + positions[:, 1]  # [M]
+    group_start = torch.cumsum(num_masks.repeat_interleave(num_candidates), 0) - num_masks.repeat_interleave(
+        num_candidates
+    )  # [B*K], first row of each group
+    slot = torch.arange(len(positions), device=device) - group_start[group]  # [M]
+    per_mask = token_log_probs.new_zeros((batch_size, num_candidates, max_masks, token_log_probs.shape[-1]))
+    per_mask[positions[:, 0], positions[:, 1], slot] = token_log_probs  # [B, K, m, V]
+    mask_positions = torch.full((batch_size, max_masks), -1, dtype=torch.long, device=device)
+    first = positions[:, 1] == 0
+    mask_positions[positions[first, 0], slot[first]] = positions[first, 2]
+    return {
+        "log_prior": log_prior,  # [B, K]
+        "token_log_probs": per_mask,  # [B, K, m, V]
+        "mask_positions": mask_positions,  # [B, m], -1 padded
+        "candidate_block_ids": batch["candidate_block_ids"],  # [B, K], -1 for ∅
+        "input_ids": input_ids,  # [B, Lq]
+    }
 
 
 def beam_search(

@@ -3,7 +3,7 @@
 ```python
 >>> import realm_hf  # registers the task
 >>> from transformers import pipeline
->>> qa = pipeline("open-domain-question-answering", model="path/to/realm-open-qa")  # its index: <dir>/index
+>>> qa = pipeline("realm-open-qa", model="path/to/realm-open-qa")  # its index: <dir>/index
 >>> qa("who wrote the theory of general relativity?")
 {'answer': 'albert einstein', 'score': 0.41, 'block_id': 1234, 'title': 'Albert Einstein',
  'evidence': '... developed by **Albert Einstein** between 1907 and 1915 ...', 'start': 120, 'end': 135,
@@ -27,8 +27,9 @@ questions and `None` raise a `ValueError` naming the item.
 
 About `pipeline("question-answering", ...)`: transformers v5 removed that task; `transformers.pipeline` raises a
 `KeyError` for it (`_resolve_deprecated_task`) before looking at the model or any registry, so there is no clean
-hook that could route a REALM model to this pipeline. Importing realm_hf only appends a sentence to that error
-message naming `"open-domain-question-answering"`.
+hook that could route a REALM model to this pipeline. Importing realm_hf appends a sentence to that error message
+naming the call to make instead: `pipeline("realm-open-qa", model=...)` (`"realm-open-qa"` is a registered alias of
+`"open-domain-question-answering"`).
 """
 
 from __future__ import annotations
@@ -54,9 +55,11 @@ from .index_loading import load_index_for_model, resolve_model_dir
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OPEN_QA_TASK", "OpenDomainQuestionAnsweringPipeline"]
+__all__ = ["OPEN_QA_TASK", "OPEN_QA_TASK_ALIAS", "OpenDomainQuestionAnsweringPipeline"]
 
 OPEN_QA_TASK = "open-domain-question-answering"
+OPEN_QA_TASK_ALIAS = "realm-open-qa"
+"""The short name of the task (a `PIPELINE_REGISTRY` task alias), paired with `"realm-fill-mask"`."""
 # spans kept per question before duplicates (the same answer text in several places) are merged
 _MIN_SPAN_CANDIDATES = 20
 
@@ -64,7 +67,8 @@ _MIN_SPAN_CANDIDATES = 20
 class OpenDomainQuestionAnsweringPipeline(Pipeline):
     r"""
     Open-domain question answering with a [`RealmForOpenQA`] and its corpus index: retrieve, read, answer with
-    provenance. Registered as the task `"open-domain-question-answering"` when `realm_hf` is imported.
+    provenance. Registered as the task `"open-domain-question-answering"` (alias `"realm-open-qa"`) when `realm_hf`
+    is imported.
 
     Args:
         model ([`RealmForOpenQA`]): The model (put in eval mode).
@@ -337,7 +341,7 @@ def add_question_answering_hint() -> None:
         return
     hint = (
         f" For a retrieval-augmented REALM model (realm_hf.RealmForOpenQA), use "
-        f"pipeline({OPEN_QA_TASK!r}, model=...), which retrieves the evidence itself."
+        f"`import realm_hf; pipeline({OPEN_QA_TASK_ALIAS!r}, model=...)`, which retrieves the evidence itself."
     )
-    if OPEN_QA_TASK not in removed["question-answering"]:
+    if OPEN_QA_TASK_ALIAS not in removed["question-answering"]:
         removed["question-answering"] = removed["question-answering"] + hint

@@ -1,0 +1,157 @@
+"""A REALM pre-training output directory by its top-level path, in `pipeline("realm-fill-mask")` and `pipeline("fill-mask")`.
+
+What `RealmPretrainer.save_model` writes (`<output_dir>/final`)::
+
+    config.json, tokenizer files   the encoder's config and the tokenizer: the face transformers' `pipeline()` reads
+    encoder/                       RealmKnowledgeEncoder (+ tokenizer)
+    retriever/                     RealmRetriever (+ tokenizer)
+    index/                         RealmIndex of the final document tower
+
+`transformers.pipeline(task, model=<dir>)` reads `<dir>/config.json` before anything of ours runs, so the top level
+must have one. Then:
+
+- `"realm-fill-mask"` loads its model with [`RealmPretrainingEncoder`], which takes the weights from `encoder/` when
+  the path is a whole output directory ([`encoder_subfolder`]); the pipeline finds `retriever/` and `index/` next to it.
+- `"fill-mask"` (transformers' own `FillMaskPipeline`) loads `AutoModelForMaskedLM`, for which realm_hf registers
+  [`RealmRetrievalAugmentedMaskedLM`]: the encoder, the retriever and the index as one module whose `logits` at each
+  `[MASK]` are the log marginal `log p(y_j | x) = log Σ_z p(z | x) p(y_j | z, x)` over the candidates of pre-training
+  (∅ and the retrieved blocks). So its scores for one mask are the `"realm-fill-mask"` scores; with several masks
+  `FillMaskPipeline` ranks each mask on its own, where `"realm-fill-mask"` scores the joint filling and returns the
+  supporting blocks.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from transformers.modeling_outputs import MaskedLMOutput
+
+from ..configuration import RealmKnowledgeEncoderConfig
+from ..modeling import RealmKnowledgeEncoder, RealmRetriever
+from ..modeling.common import RealmPreTrainedModel
+from .fill_mask import find_index, find_retriever, find_tokenizer, pretraining_dirs, score_candidates
+
+
+__all__ = ["RealmPretrainingEncoder", "RealmRetrievalAugmentedMaskedLM", "encoder_subfolder"]
+
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
+
+
+def encoder_subfolder(path: str | os.PathLike, subfolder: str = "") -> str:
+    r"""
+    The subfolder that holds the encoder weights of `path`: `"encoder"` for a pre-training output directory (no
+    weights at its top level, an `encoder/config.json`), else `subfolder` unchanged (an encoder directory, a Hub repo
+    or an explicit `model_kwargs={"subfolder": ...}`).
+    """
+    path = os.fspath(path)
+    if subfolder or not os.path.isdir(path):
+        return subfolder
+    has_weights = any(os.path.isfile(os.path.join(path, name)) for name in _WEIGHT_FILES)
+    if not has_weights and os.path.isfile(os.path.join(path, "encoder", "config.json")):
+        return "encoder"
+    return subfolder
+
+
+class RealmPretrainingEncoder:
+    r"""
+    Model loader of the `"realm-fill-mask"` task: `from_pretrained(path)` returns the [`RealmKnowledgeEncoder`] of a
+    pre-training output directory (from `encoder/`), of an encoder directory, or of a Hub repo.
+    """
+
+    @staticmethod
+    def from_pretrained(
+        pretrained_model_name_or_path: str | os.PathLike, *model_args: Any, **kwargs: Any
+    ) -> RealmKnowledgeEncoder:
+        kwargs.pop("config", None)  # the top-level config.json is a copy; the encoder's own is read from its folder
+        kwargs["subfolder"] = encoder_subfolder(pretrained_model_name_or_path, kwargs.get("subfolder", ""))
+        return RealmKnowledgeEncoder.from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+
+
+class RealmRetrievalAugmentedMaskedLM(RealmPreTrainedModel):
+    r"""
+    A REALM pre-training checkpoint as a masked language model for transformers' `"fill-mask"` pipeline: the
+    knowledge-augmented encoder, the retriever and the corpus index, marginalizing over retrieved documents.
+
+    Registered with `AutoModelForMaskedLM` for [`RealmKnowledgeEncoderConfig`] when `realm_hf` is imported. The index is
+    data, not weights: it is an attribute, never saved with the module.
+
+    Args:
+        config ([`RealmKnowledgeEncoderConfig`]): The encoder's config.
+        encoder ([`RealmKnowledgeEncoder`]), retriever ([`RealmRetriever`]), index ([`RealmIndex`]): The checkpoint.
+        tokenizer (`PreTrainedTokenizerFast`): Its tokenizer (builds the candidates `[CLS] x [SEP] z_body [SEP]`).
+        num_blocks (`int`, *optional*): Blocks retrieved per query (default `num_candidates - 1`, ∅ completing them).
+    """
+
+    config_class = RealmKnowledgeEncoderConfig
+    base_model_prefix = "encoder"
+
+    def __init__(
+        self,
+        config: RealmKnowledgeEncoderConfig,
+        encoder: RealmKnowledgeEncoder,
+        retriever: RealmRetriever,
+        index: Any,
+        tokenizer: Any,
+        num_blocks: int | None = None,
+    ):
+        super().__init__(config)
+        self.encoder = encoder
+        self.retriever = retriever
+        self.index = index
+        self.tokenizer = tokenizer
+        self.num_blocks = num_blocks
+
+    @classmethod
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: str | os.PathLike, *model_args: Any, **kwargs: Any
+    ) -> RealmRetrievalAugmentedMaskedLM:
+        r"""
+        Load a pre-training output directory (or its `encoder/`): the encoder, and the retriever, index and
+        tokenizer found next to it (`retriever/`, `index/` in the directory or its parent).
+
+        Args:
+            pretrained_model_name_or_path (`str`): The directory.
+            kwargs: Passed to the encoder's `from_pretrained` (`dtype`, `subfolder`, ...); `num_blocks` is kept.
+        """
+        num_blocks = kwargs.pop("num_blocks", None)
+        encoder = RealmPretrainingEncoder.from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        dirs = pretraining_dirs(encoder.name_or_path or None)
+        retriever, retriever_dir = find_retriever(None, dirs)
+        index = find_index(None, dirs, retriever.config.embedding_size)
+        model = cls(encoder.config, encoder, retriever, index, find_tokenizer(dirs, retriever_dir), num_blocks)
+        return model.eval()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> MaskedLMOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(B, L)`): `[CLS] x [SEP]` with at least one `[MASK]`, right padded.
+            attention_mask, token_type_ids (`torch.LongTensor` of shape `(B, L)`, *optional*): As usual.
+
+        Returns:
+            `MaskedLMOutput`: `logits` of shape `(B, L, V)`: `log p(y_j | x)` (log marginal over the candidates) at the
+            `[MASK]` positions, zeros elsewhere.
+        """
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        scores = score_candidates(
+            self.encoder, self.retriever, self.tokenizer, self.index,
+            {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids},
+            self.num_blocks,
+        )
+        # log p(y_j | x) = log Σ_z p(z | x) p(y_j | z, x), mask by mask
+        marginal = torch.logsumexp(scores["log_prior"][:, :, None, None] + scores["token_log_probs"], dim=1)  # [B, m, V]
+        logits = marginal.new_zeros((*input_ids.shape, marginal.shape[-1]))  # [B, L, V]
+        mask_positions = scores["mask_positions"]  # [B, m], -1 padded
+        rows, slots = torch.nonzero(mask_positions >= 0, as_tuple=True)
+        logits[rows, mask_positions[rows, slots]] = marginal[rows, slots]
+        return MaskedLMOutput(logits=logits)
