@@ -4,7 +4,10 @@ Protocol: the trainer hands a snapshot of the document tower to a background bui
 default, or a thread); the builder re-embeds the corpus, writes the new index to a fresh directory
 `<root>/index-<step>` (atomically) and then points `<root>/LATEST` at it (atomically); between steps the trainer
 polls with [`IndexRefresher.maybe_swap`] and swaps the new index in. A crashed builder never touches the index in
-use: the trainer keeps it, a warning is logged, and the next request starts a fresh builder.
+use: the trainer keeps it and a warning is logged; a builder killed by a signal (kill -9, the OOM killer) is restarted
+at once from the same snapshot (a bounded number of times), any other failure waits for the next request. A
+published index that does not load (damaged faiss file, checksum or fingerprint mismatch) is rejected with a warning
+and the old one kept.
 
 No pickle of tensors: the snapshot travels as a safetensors file, the builder as an import path string
 (`"package.module:function"`), its arguments as JSON.
@@ -179,7 +182,9 @@ class _Build:
     snapshot_time: float
     snapshot_path: str | None = None
     state_dict: dict[str, torch.Tensor] | None = None
+    fingerprint: str | None = None  # of the snapshot: the index it yields must carry the same
     started: float = 0.0
+    restarts: int = 0
     worker: Any = None  # a spawned Process or a Thread
     error: BaseException | None = None
 
@@ -204,6 +209,10 @@ class IndexRefresher:
         keep_last (`int`, defaults to 2): `index-<step>` directories kept on disk (the one in use is always kept).
         load_kwargs (`dict`, *optional*): Passed to [`RealmIndex.from_pretrained`] on swap (e.g. `device`).
         num_threads (`int`, *optional*): `torch.set_num_threads` in the builder process, to leave the trainer cores.
+        check_fingerprint (`bool`, defaults to `True`): Refuse a refreshed index whose manifest fingerprint is not
+            that of the snapshot it was built from (costs one hash of the snapshot per refresh).
+        max_restarts (`int`, defaults to 2): How many times a builder process killed by a signal is restarted at
+            once from the same snapshot before the request is given up (until the next one).
 
     Attributes:
         stats (`list[dict]`): One entry per swap: `snapshot_step`, `swap_step`, `staleness_steps`,
@@ -223,6 +232,8 @@ class IndexRefresher:
         keep_last: int = 2,
         load_kwargs: dict[str, Any] | None = None,
         num_threads: int | None = None,
+        check_fingerprint: bool = True,
+        max_restarts: int = 2,
     ) -> None:
         if mode not in ("process", "thread"):
             raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}.")
@@ -230,6 +241,8 @@ class IndexRefresher:
             raise ValueError(f"on_busy must be 'pending' or 'skip', got {on_busy!r}.")
         if keep_last < 1:
             raise ValueError(f"keep_last must be >= 1, got {keep_last}.")
+        if max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {max_restarts}.")
         self.builder_kwargs = dict(builder_kwargs or {})
         try:
             json.dumps(self.builder_kwargs)
@@ -246,6 +259,9 @@ class IndexRefresher:
         self.keep_last = keep_last
         self.load_kwargs = dict(load_kwargs or {})
         self.num_threads = num_threads
+        self.check_fingerprint = check_fingerprint
+        self.max_restarts = max_restarts
+        self.pinned: set[int] = set()  # steps of indexes that _cleanup keeps (named by checkpoints)
         self.index = index
         self.index_step = index.step if index is not None and index.step is not None else -1
         self.stats: list[dict[str, float | int]] = []
@@ -312,6 +328,8 @@ class IndexRefresher:
             if isinstance(t, torch.Tensor)
         }
         build = _Build(step=step, snapshot_time=time.time())
+        if self.check_fingerprint:
+            build.fingerprint = fingerprint_state_dict(tensors)
         if self.mode == "thread":
             build.state_dict = tensors
         else:
@@ -369,6 +387,16 @@ class IndexRefresher:
         self._running = None
         exitcode = getattr(build.worker, "exitcode", 0)
         failure = build.error if build.error is not None else (f"exit code {exitcode}" if exitcode else None)
+        if exitcode is not None and exitcode < 0 and self._pending is None and build.restarts < self.max_restarts:
+            # killed by a signal (kill -9, the OOM killer): transient, so do not wait for the next scheduled refresh
+            build.restarts += 1
+            logger.warning(
+                "Index builder for snapshot step %d was killed (signal %d) after %.1fs; restarting it at once "
+                "(restart %d of %d)",
+                build.step, -exitcode, time.time() - build.started, build.restarts, self.max_restarts,
+            )
+            self._start(build)
+            return
         latest = self._read_latest() if failure is None else None
         if failure is None and (latest is None or latest.get("step") != build.step):
             failure = f"it finished without publishing {LATEST_NAME} for step {build.step}"
@@ -387,7 +415,7 @@ class IndexRefresher:
                     self._ready["step"],
                     latest["step"],
                 )
-            self._ready = latest
+            self._ready = {**latest, "expected_fingerprint": build.fingerprint}
         self._discard(build)
         if self._pending is not None:
             pending, self._pending = self._pending, None
@@ -401,6 +429,17 @@ class IndexRefresher:
             return json.load(f)
 
     @property
+    def builder_pid(self) -> int | None:
+        """The process id of the running builder (`None` when idle or in thread mode)."""
+        self._poll()
+        worker = self._running.worker if self._running is not None else None
+        return getattr(worker, "pid", None)
+
+    def pin(self, step: int) -> None:
+        """Keep `index-<step>` on disk whatever `keep_last` says (e.g. the index a checkpoint names)."""
+        self.pinned.add(int(step))
+
+    @property
     def busy(self) -> bool:
         """Whether a build is running or pending."""
         self._poll()
@@ -411,7 +450,8 @@ class IndexRefresher:
         Non-blocking poll between training steps: the newest finished index if one completed since the last swap.
 
         Logs the staleness of the swapped index (steps and seconds between its snapshot and now) and the build time,
-        and appends them to `stats`.
+        and appends them to `stats`. An index that does not load (damaged or truncated files, a checksum or
+        fingerprint mismatch) is rejected with a warning: the index in use is kept.
 
         Args:
             step (`int`): The current training step.
@@ -424,12 +464,14 @@ class IndexRefresher:
         if ready is None or ready["step"] <= self.index_step:
             return None
         directory = os.path.join(self.root, ready["directory"])
+        expected = ready.get("expected_fingerprint") if self.check_fingerprint else None
         try:
-            index = RealmIndex.from_pretrained(directory, **self.load_kwargs)
-        except (OSError, ValueError) as err:
+            index = RealmIndex.from_pretrained(directory, expected_fingerprint=expected, **self.load_kwargs)
+        except Exception as err:  # faiss raises RuntimeError on a damaged file; nothing here may stop training
             logger.warning(
-                "Could not load the new index at %s (%s); keeping the index from step %s",
+                "Rejected the refreshed index at %s (%s: %s); keeping the index from step %s",
                 directory,
+                type(err).__name__,
                 err,
                 self.index_step,
             )
@@ -488,12 +530,12 @@ class IndexRefresher:
             self._running = None
 
     def _cleanup(self) -> None:
-        """Delete old `index-<step>` directories beyond `keep_last` (never the one in use)."""
+        """Delete old `index-<step>` directories beyond `keep_last` (never the one in use nor a pinned one)."""
         steps = sorted(
             int(name.split("-", 1)[1])
             for name in os.listdir(self.root)
             if name.startswith("index-") and name.split("-", 1)[1].isdigit()
         )
         for old in steps[: -self.keep_last]:
-            if old != self.index_step:
+            if old != self.index_step and old not in self.pinned:
                 shutil.rmtree(os.path.join(self.root, f"index-{old}"), ignore_errors=True)
