@@ -41,15 +41,30 @@ def atomic_directory(destination: str | os.PathLike) -> Iterator[str]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    publish_directory(tmp, destination)
+
+
+def publish_directory(source: str | os.PathLike, destination: str | os.PathLike) -> None:
+    r"""
+    Rename the complete directory `source` to `destination` (same filesystem), replacing an existing one.
+
+    For writers that cannot use [`atomic_directory`], e.g. several processes filling one temporary directory.
+
+    Args:
+        source (`str` or `os.PathLike`): The finished temporary directory.
+        destination (`str` or `os.PathLike`): Where it goes.
+    """
+    source, destination = os.path.abspath(os.fspath(source)), os.path.abspath(os.fspath(destination))
+    parent, name = os.path.split(destination)
     if os.path.lexists(destination):
         # rename() cannot replace a non-empty directory: move the old one aside first (it stays recoverable
         # under the .old name for the instant between the two renames)
         old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:8]}")
         os.rename(destination, old)
-        os.rename(tmp, destination)
+        os.rename(source, destination)
         shutil.rmtree(old, ignore_errors=True)
     else:
-        os.rename(tmp, destination)
+        os.rename(source, destination)
     logger.debug("Wrote %s atomically", destination)
 
 

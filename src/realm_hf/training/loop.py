@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwa
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..index.atomic import publish_directory, write_json_atomic
 from .arguments import LoopArguments
 
 logger = logging.getLogger(__name__)
@@ -31,12 +33,27 @@ CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE = "trainer_state.json"
 
 
-def latest_checkpoint(output_dir: str) -> str | None:
-    """The `checkpoint-<step>` directory with the highest step in `output_dir`, or None."""
+def complete_checkpoints(output_dir: str) -> list[str]:
+    """The `checkpoint-<step>` directories of `output_dir` that hold a `trainer_state.json` (written last, so the
+    checkpoint is whole), by increasing step. Incomplete ones (a save interrupted by an older realm_hf, or a directory
+    copied in part) are skipped with a warning."""
     if not os.path.isdir(output_dir):
-        return None
-    steps = [int(m.group(1)) for name in os.listdir(output_dir) if (m := CHECKPOINT_PATTERN.match(name))]
-    return os.path.join(output_dir, f"checkpoint-{max(steps)}") if steps else None
+        return []
+    steps = sorted(int(m.group(1)) for name in os.listdir(output_dir) if (m := CHECKPOINT_PATTERN.match(name)))
+    complete = []
+    for step in steps:
+        directory = os.path.join(output_dir, f"checkpoint-{step}")
+        if os.path.isfile(os.path.join(directory, TRAINER_STATE)):
+            complete.append(directory)
+        else:
+            logger.warning("Skipping %s: it has no %s (an interrupted save)", directory, TRAINER_STATE)
+    return complete
+
+
+def latest_checkpoint(output_dir: str) -> str | None:
+    """The complete `checkpoint-<step>` directory (see [`complete_checkpoints`]) with the highest step, or None."""
+    checkpoints = complete_checkpoints(output_dir)
+    return checkpoints[-1] if checkpoints else None
 
 
 def decay_parameter_groups(
@@ -154,12 +171,20 @@ class TrainingLoop:
 
     # ------------------------------------------------------------------------------------------ checkpoints
     def save_checkpoint(self) -> str:
+        """Write `checkpoint-<step>` the way indexes are written: every rank saves into one hidden temporary
+        directory, the main process adds `trainer_state.json` last and renames the whole into place, so a crash
+        during the save never leaves a `checkpoint-<step>` that `latest` would pick."""
         directory = os.path.join(self.args.output_dir, f"checkpoint-{self.step}")
-        self.accelerator.save_state(directory)
+        tmp = os.path.join(self.args.output_dir, f".checkpoint-{self.step}.tmp")  # one name for every rank
+        if self.accelerator.is_main_process and os.path.lexists(tmp):
+            shutil.rmtree(tmp)  # left by a crash during an earlier save of this step
+        self.accelerator.wait_for_everyone()
+        self.accelerator.save_state(tmp)
+        self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             state = {"step": self.step, "history": self.history, **self.extra_state()}
-            with open(os.path.join(directory, TRAINER_STATE), "w", encoding="utf-8") as f:
-                json.dump(state, f, indent=2)
+            write_json_atomic(os.path.join(tmp, TRAINER_STATE), state)
+            publish_directory(tmp, directory)
         self.accelerator.wait_for_everyone()
         logger.info("Saved checkpoint %s", directory)
         return directory

@@ -31,7 +31,7 @@ from ..metrics import CorpusAnswerFinder, recall_at_k
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .index_builder import build_index_from_snapshot
-from .loop import TrainingLoop, decay_parameter_groups
+from .loop import TRAINER_STATE, TrainingLoop, complete_checkpoints, decay_parameter_groups
 
 logger = logging.getLogger(__name__)
 
@@ -526,9 +526,14 @@ class RealmPretrainer(TrainingLoop):
     def extra_state(self) -> dict:
         stats = self.refresher.stats if self.refresher is not None else []
         return {
-            "index_step": self.index.step, "refresh_stats": stats,
+            "index_step": self.index.step, "index_fingerprint": self.index.fingerprint, "refresh_stats": stats,
             "retriever_start_step": self.retriever_start_step, "utility_window": self.utility_window,
         }
+
+    def save_checkpoint(self) -> str:
+        if self.refresher is not None and self.index.step is not None:
+            self.refresher.pin(self.index.step)  # the index a checkpoint names lives as long as the checkpoint
+        return super().save_checkpoint()
 
     def load_extra_state(self, state: dict) -> None:
         if self.pretraining_args.retriever_gate_utility is not None:
@@ -536,14 +541,29 @@ class RealmPretrainer(TrainingLoop):
             self.utility_window = list(state.get("utility_window", []))
         step = state.get("index_step")
         directory = os.path.join(self.index_root, f"index-{step}")
-        if step and os.path.isdir(directory):
-            self.index = RealmIndex.from_pretrained(directory)
+        if step is not None and os.path.isdir(directory):
+            try:
+                self.index = RealmIndex.from_pretrained(directory, expected_fingerprint=state.get("index_fingerprint"))
+            except ValueError as err:
+                raise ValueError(
+                    f"The checkpoint trained with {directory}, which has changed since ({err}). Restore that index, or "
+                    "delete the directory to rebuild it from the resumed weights (the run then differs from an "
+                    "uninterrupted one)."
+                ) from err
         else:
-            logger.info("Index of step %s not on disk; rebuilding from the resumed weights", step)
+            logger.warning(
+                "Index of step %s not on disk (%s); rebuilding it from the resumed weights: the resumed run will not "
+                "match an uninterrupted one", step, directory,
+            )
             self.index = self._build_index_now(step=self.step)
         if self.refresher is not None:
             self.refresher.index, self.refresher.index_step = self.index, self.index.step or 0
             self.refresher.stats = list(state.get("refresh_stats", []))
+            for checkpoint in complete_checkpoints(self.args.output_dir):  # keep what every checkpoint names
+                with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
+                    named = json.load(f).get("index_step")
+                if named is not None:
+                    self.refresher.pin(named)
 
     def save_model(self, directory: str) -> None:
         """Save `retriever/`, `encoder/` (each with the tokenizer) and `index/`, an index of the final doc tower."""
