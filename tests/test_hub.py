@@ -351,12 +351,17 @@ def test_publish_a_pretraining_run_loads_back_by_subfolder(tmp_path, hub_cache, 
     assert isinstance(AutoModel.from_pretrained("org/realm-pre-tiny", subfolder="encoder"), realm_hf.RealmKnowledgeEncoder)
 
 
-def test_publish_refuses_an_index_of_another_model(tmp_path, fake_hub):
+def test_publish_refuses_an_index_of_another_model(tmp_path, fake_hub, capsys):
     model_dir = tmp_path / "final"
     tiny_open_qa(seed=0).save_pretrained(model_dir)
     tiny_index(tiny_open_qa(seed=1)).save_pretrained(model_dir / "index")
-    with pytest.raises(ValueError, match="realm-hf build-index"):
-        cli_main(["publish", "--model-dir", str(model_dir), "--repo-id", MODEL_REPO])
+    capsys.readouterr()  # what saving the fixtures printed
+    assert cli_main(["publish", "--model-dir", str(model_dir), "--repo-id", MODEL_REPO]) == 2
+    stderr = capsys.readouterr().err
+    # one line that says why (the fingerprint) and how to fix it (the rebuild command), no traceback
+    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("realm-hf publish: error: "), stderr
+    assert "fingerprint" in errors[0] and "realm-hf build-index" in errors[0] and "Traceback" not in stderr
     assert fake_hub.commits == []
 
 
