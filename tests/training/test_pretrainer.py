@@ -72,6 +72,13 @@ def test_tiny_pretraining_loss_goes_down_and_refreshed_indexes_are_swapped_in(tm
     # the learned null-document prior is trained and saved
     assert retriever.config.null_document_score == "learned"
     assert retriever.null_document_logit.item() != 0.0
+    # the output directory loads by its top-level path in transformers' pipeline()
+    from transformers import pipeline
+
+    import realm_hf.pipelines  # noqa: F401  (registers realm-fill-mask)
+
+    fill = pipeline("realm-fill-mask", model=str(final))
+    assert len(fill(f"paris is the capital of {fill.tokenizer.mask_token}.", top_k=2)) == 2
 
 
 def test_without_the_final_rebuild_the_stale_index_is_saved_with_a_warning(tmp_path, caplog):

@@ -571,6 +571,10 @@ class RealmPretrainer(TrainingLoop):
         model.save_pretrained(directory)
         self.tokenizer.save_pretrained(os.path.join(directory, "retriever"))
         self.tokenizer.save_pretrained(os.path.join(directory, "encoder"))
+        # the encoder's config and the tokenizer at the top: transformers.pipeline(task, model=directory) reads them
+        # before realm_hf's loaders see the sub-directories
+        model.encoder.config.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
         if self.refresher is not None:
             self.refresher.close()  # a build still running embeds older weights: stop it, it would only compete
         self._finalize_index(directory)
