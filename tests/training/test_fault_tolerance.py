@@ -107,13 +107,15 @@ def test_every_checkpoint_keeps_its_index_and_resume_refuses_a_replaced_one(tmp_
     trainer = _make_pretrainer(tmp_path, max_steps=10, refresh="2", save_steps=2)
     trainer.train()
     assert len(trainer.refresher.stats) >= 3  # enough swaps for keep_last=2 to have deleted older indexes
+    states = {c: json.loads((tmp_path / c / "trainer_state.json").read_text()) for c in _checkpoints(tmp_path)}
+    # the index each checkpoint trained with is still on disk (clean-up keeps only the last 2 others)
+    on_disk = sorted(name for name in os.listdir(tmp_path / "index") if name.startswith("index-"))
+    assert {f"index-{state['index_step']}" for state in states.values()} <= set(on_disk), (states, on_disk)
     named = {}
-    for checkpoint in _checkpoints(tmp_path):
-        state = json.loads((tmp_path / checkpoint / "trainer_state.json").read_text())
+    for checkpoint, state in states.items():
         named[checkpoint] = (state["index_step"], state["index_fingerprint"])
-        # the index the checkpoint trained with is still on disk, and it is that index
         manifest = json.loads((tmp_path / "index" / f"index-{state['index_step']}" / "manifest.json").read_text())
-        assert manifest["fingerprint"] == state["index_fingerprint"], checkpoint
+        assert manifest["fingerprint"] == state["index_fingerprint"], checkpoint  # and it is that index
     assert len({step for step, _ in named.values()}) >= 2, named
 
     step, fingerprint = named["checkpoint-8"]
