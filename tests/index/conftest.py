@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from index_helpers import MeanPoolEmbedder, clustered
+from index_helpers import MeanPoolEmbedder, clustered, make_blocks
 
 
 @pytest.fixture
 def embedder() -> MeanPoolEmbedder:
     return MeanPoolEmbedder()
+
+
+@pytest.fixture
+def blocks_dir(tmp_path) -> str:
+    """25 synthetic blocks saved with `datasets.save_to_disk` (what a refresh builder loads)."""
+    path = str(tmp_path / "blocks")
+    make_blocks(25).save_to_disk(path)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -39,15 +39,6 @@ def build_index(state_dict, step, blocks_dir, crash_steps=(), fail_steps=()):
     return RealmIndex.build(datasets.load_from_disk(blocks_dir), tower, index_type="torch-exact", step=step)
 
 
-@pytest.fixture
-def blocks_dir(tmp_path) -> str:
-    from index_helpers import make_blocks
-
-    path = str(tmp_path / "blocks")
-    make_blocks(25).save_to_disk(path)
-    return path
-
-
 def test_refresh_schedule():
     every = RefreshSchedule("500")
     assert [s for s in range(0, 2001, 250) if every.should_refresh(s)] == [500, 1000, 1500, 2000]

@@ -10,7 +10,7 @@ import time
 import datasets
 import pytest
 import torch
-from index_helpers import MeanPoolEmbedder, make_blocks
+from index_helpers import MeanPoolEmbedder
 
 from realm_hf.index import IndexRefresher, RealmIndex, fingerprint_state_dict
 
@@ -30,11 +30,11 @@ def build_flat_index(state_dict, step, blocks_dir, other_weights=False, hold_mar
     return RealmIndex.build(datasets.load_from_disk(blocks_dir), tower, index_type="Flat", step=step)
 
 
-@pytest.fixture
-def blocks_dir(tmp_path) -> str:
-    path = str(tmp_path / "blocks")
-    make_blocks(25).save_to_disk(path)
-    return path
+def _wait_for_file(path: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.path.exists(path), f"{path} did not appear within {timeout}s"
 
 
 def _refresher(tmp_path, blocks_dir, mode="thread", **kwargs) -> tuple[IndexRefresher, MeanPoolEmbedder]:
@@ -95,13 +95,9 @@ def test_builder_killed_mid_build_is_restarted_at_once(tmp_path, blocks_dir, cap
         tmp_path, blocks_dir, mode="process", num_threads=1, builder_kwargs={"hold_marker": marker}
     )
     refresher.request_refresh(5, tower.state_dict())
-    deadline = time.monotonic() + 120
-    while not os.path.exists(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    first_pid = refresher.builder_pid
-    assert os.path.exists(marker) and first_pid is not None
-    os.kill(first_pid, signal.SIGKILL)
-    swapped = None
+    _wait_for_file(marker)
+    os.kill(refresher.builder_pid, signal.SIGKILL)
+    swapped, deadline = None, time.monotonic() + 120
     while swapped is None and time.monotonic() < deadline:  # the trainer polls between steps; no new request
         swapped = refresher.maybe_swap(6)
         time.sleep(0.05)
@@ -118,9 +114,7 @@ def test_builder_killed_more_often_than_allowed_gives_up_with_a_warning(tmp_path
         tmp_path, blocks_dir, mode="process", num_threads=1, max_restarts=0, builder_kwargs={"hold_marker": marker}
     )
     refresher.request_refresh(5, tower.state_dict())
-    deadline = time.monotonic() + 120
-    while not os.path.exists(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_for_file(marker)
     os.kill(refresher.builder_pid, signal.SIGKILL)
     assert refresher.wait(timeout=120)
     assert refresher.maybe_swap(6) is None and refresher.index_step == 0
