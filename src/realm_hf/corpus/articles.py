@@ -132,12 +132,14 @@ def load_articles(source: Any, cache_dir: str | None = None) -> datasets.Dataset
     Returns:
         `datasets.Dataset` with exactly the columns `id`, `title`, `text`.
     """
+    loaded_from = None  # logged only when read from files: in-memory sources are checked, not loaded
     if isinstance(source, datasets.Dataset):
         articles = source
     elif isinstance(source, datasets.DatasetDict):
         raise ValueError(f"Got a DatasetDict with splits {list(source)}; pass one split, e.g. source['train'].")
     elif _is_path(source) or (isinstance(source, Sequence) and source and all(_is_path(s) for s in source)):
         articles = _load_files(resolve_files(source), cache_dir)
+        loaded_from = _describe(source)
     elif isinstance(source, Sequence) and all(isinstance(row, Mapping) for row in source):
         articles = datasets.Dataset.from_list([dict(row) for row in source])
     else:
@@ -159,5 +161,6 @@ def load_articles(source: Any, cache_dir: str | None = None) -> datasets.Dataset
     articles = articles.select_columns(list(ARTICLE_COLUMNS))
     if articles.features["id"] != datasets.Value("string"):
         articles = articles.cast_column("id", datasets.Value("string"))
-    logger.info("Loaded %d articles", len(articles))
+    if loaded_from is not None:
+        logger.info("Loaded %d articles from %s", len(articles), loaded_from)
     return articles

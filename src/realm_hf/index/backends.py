@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..quiet import quiet_faiss_loader
+
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +28,7 @@ _ADD_CHUNK = 65_536
 
 def import_faiss() -> Any:
     """Import faiss lazily, naming the extra that installs it when missing."""
+    quiet_faiss_loader()  # its INFO lines name every instruction-set build it tries, failures included
     try:
         import faiss
     except ImportError as err:

@@ -24,6 +24,7 @@ import torch
 
 from ..corpus.blocks import split_into_blocks
 from ..corpus.store import BlockStore, int_column
+from ..quiet import quiet_checkpoint_io
 from .atomic import atomic_directory
 from .backends import FAISS_FILE, TORCH_EXACT, FaissBackend, TorchExactBackend
 from .embedding import embed_blocks, resolve_fingerprint
@@ -538,7 +539,8 @@ class RealmIndex:
         """
         began = time.perf_counter()
         with atomic_directory(save_directory) as tmp:
-            self.blocks.save_to_disk(os.path.join(tmp, BLOCKS_DIR))
+            with quiet_checkpoint_io():  # the save is logged below; a bar per save is noise
+                self.blocks.save_to_disk(os.path.join(tmp, BLOCKS_DIR))
             np.save(os.path.join(tmp, EMBEDDINGS_FILE), np.asarray(self.embeddings), allow_pickle=False)
             self.backend.save(tmp)
             self.manifest.search_params = dict(self.backend.search_params)

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import os
+from typing import Any
+
 import torch
 from torch import nn
-from transformers import BertConfig, BertModel, PreTrainedModel
+from transformers import BertConfig, BertForMaskedLM, BertModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.models.bert.modeling_bert import BertEmbeddings, BertLMPredictionHead
+
+from ..quiet import quiet_checkpoint_io, without_load_report
+
+logger = logging.getLogger(__name__)
+_reported_without_mlm_head: set[str] = set()
 
 
 class RealmPreTrainedModel(PreTrainedModel):
@@ -22,6 +31,23 @@ class RealmPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
     _supports_attention_backend = True
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike | None, *model_args, **kwargs):
+        r"""
+        [`~transformers.PreTrainedModel.from_pretrained`] without the per-checkpoint "Loading weights" progress bar
+        (a REALM job reads several checkpoints; its stages have bars of their own). Arguments are the same.
+        """
+        with quiet_checkpoint_io():
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> Any:
+        r"""
+        [`~transformers.PreTrainedModel.save_pretrained`] without the per-checkpoint "Writing model shards" progress
+        bar. Arguments are the same.
+        """
+        with quiet_checkpoint_io():
+            return super().save_pretrained(save_directory, *args, **kwargs)
 
     def _initializer_range(self) -> float:
         bert_config = getattr(self.config, "bert_config", None)
@@ -48,6 +74,37 @@ class RealmPreTrainedModel(PreTrainedModel):
         elif isinstance(module, BertEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
+
+
+def load_bert(name_or_path: str | os.PathLike, add_pooling_layer: bool = True) -> BertModel:
+    """A BERT checkpoint (Hub id or directory) as a `BertModel`, without the per-checkpoint progress bar."""
+    with quiet_checkpoint_io():
+        return BertModel.from_pretrained(name_or_path, add_pooling_layer=add_pooling_layer)
+
+
+def load_bert_for_masked_lm(name_or_path: str | os.PathLike) -> BertForMaskedLM:
+    r"""
+    A BERT checkpoint as a `BertForMaskedLM`. A checkpoint without an MLM head (sentence embedders such as
+    all-MiniLM-L6-v2) is expected: the head starts fresh, which is said in one INFO line (once per checkpoint)
+    instead of transformers' load report; keys missing or unexpected anywhere else are still a warning.
+    """
+    with quiet_checkpoint_io(), without_load_report():
+        bert, info = BertForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
+    head_missing = sorted(key for key in info["missing_keys"] if key.startswith("cls."))
+    other_missing = sorted(key for key in info["missing_keys"] if not key.startswith("cls."))
+    unexpected = sorted(key for key in info["unexpected_keys"] if not key.startswith("pooler."))  # no pooler in MLM
+    if head_missing and os.fspath(name_or_path) not in _reported_without_mlm_head:
+        _reported_without_mlm_head.add(os.fspath(name_or_path))
+        logger.info(
+            "%s has no MLM head (as expected of a sentence embedder such as all-MiniLM-L6-v2): the head's transform "
+            "starts fresh and its decoder is tied to the word embeddings", name_or_path,
+        )
+    if other_missing or unexpected or info["mismatched_keys"]:
+        logger.warning(
+            "Loading BERT from %s: missing %s, unexpected %s, mismatched %s (newly initialized where missing)",
+            name_or_path, other_missing, unexpected, sorted(info["mismatched_keys"]),
+        )
+    return bert
 
 
 def build_bert(bert_config: BertConfig, add_pooling_layer: bool = False) -> BertModel:

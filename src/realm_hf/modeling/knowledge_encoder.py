@@ -7,11 +7,12 @@ import os
 
 import torch
 from torch import nn
-from transformers import BertForMaskedLM
 from transformers.models.bert.modeling_bert import BertOnlyMLMHead
 
 from ..configuration import RealmKnowledgeEncoderConfig
-from .common import RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates
+from .common import (
+    RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates, load_bert_for_masked_lm,
+)
 from .outputs import RealmKnowledgeEncoderOutput
 
 IGNORE_INDEX = -100
@@ -220,7 +221,7 @@ class RealmKnowledgeEncoder(RealmPreTrainedModel):
             bert_name_or_path (`str` or `os.PathLike`): A Hub id or a local BERT directory.
             config_kwargs: Overrides of [`RealmKnowledgeEncoderConfig`].
         """
-        bert = BertForMaskedLM.from_pretrained(bert_name_or_path)
+        bert = load_bert_for_masked_lm(bert_name_or_path)
         config = RealmKnowledgeEncoderConfig(bert_config=bert.config.to_dict(), **config_kwargs)
         model = cls(config)
         model.bert.load_state_dict(bert.bert.state_dict())

@@ -7,10 +7,11 @@ import os
 
 import torch
 from torch import nn
-from transformers import BertModel
 
 from ..configuration import RealmReaderConfig
-from .common import RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates
+from .common import (
+    RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates, load_bert,
+)
 from .outputs import RealmReaderOutput
 from .retriever import load_bert_weights
 
@@ -192,7 +193,7 @@ class RealmReader(RealmPreTrainedModel):
             bert_name_or_path (`str` or `os.PathLike`): A Hub id or a local BERT directory.
             config_kwargs: Overrides of [`RealmReaderConfig`].
         """
-        bert = BertModel.from_pretrained(bert_name_or_path, add_pooling_layer=False)
+        bert = load_bert(bert_name_or_path, add_pooling_layer=False)
         config = RealmReaderConfig(bert_config=bert.config.to_dict(), **config_kwargs)
         model = cls(config)
         load_bert_weights(model.bert, bert)

@@ -13,7 +13,9 @@ from transformers import BertModel
 from transformers import initialization as init
 
 from ..configuration import RealmRetrieverConfig
-from .common import RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates
+from .common import (
+    RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates, load_bert,
+)
 from .outputs import RealmRetrieverOutput
 
 logger = logging.getLogger(__name__)
@@ -278,7 +280,7 @@ class RealmRetriever(RealmPreTrainedModel):
             config_kwargs:
                 Overrides of [`RealmRetrieverConfig`] (e.g. `projection_size=None, pooling="mean"`).
         """
-        bert = BertModel.from_pretrained(bert_name_or_path, add_pooling_layer=True)
+        bert = load_bert(bert_name_or_path, add_pooling_layer=True)
         config = RealmRetrieverConfig(bert_config=bert.config.to_dict(), **config_kwargs)
         model = cls(config)
         towers = [model.query_embedder] if model.doc_embedder is None else [model.query_embedder, model.doc_embedder]

