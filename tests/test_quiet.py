@@ -83,3 +83,28 @@ def test_faiss_loader_lines_are_not_shown(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "faiss.loader" not in result.stderr and "Loading faiss" not in result.stderr, result.stderr
+
+
+def test_log_lines_are_not_glued_to_a_progress_bar():
+    import io
+
+    from tqdm import tqdm
+
+    from realm_hf.quiet import ProgressBarSafeHandler
+
+    stream = io.StringIO()
+    handler = ProgressBarSafeHandler(stream)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    logger = logging.getLogger("realm_hf.test_quiet")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        with tqdm(total=4, desc="train", file=stream, mininterval=0) as bar:
+            bar.update(1)
+            logger.warning("Swapped in the index of step 1")
+            bar.update(3)
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+    lines = [line.rsplit("\r", 1)[-1] for line in stream.getvalue().split("\n")]  # what a terminal shows per line
+    assert "realm_hf.test_quiet: Swapped in the index of step 1" in lines, stream.getvalue()

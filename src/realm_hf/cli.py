@@ -182,7 +182,12 @@ _GLOBAL_FLAGS = {"-v": "verbose", "--verbose": "verbose", "--debug": "debug"}
 
 
 def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    from .quiet import ProgressBarSafeHandler
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(name)s: %(message)s",
+        handlers=[ProgressBarSafeHandler()],  # log lines between progress-bar redraws, never glued to a bar
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:

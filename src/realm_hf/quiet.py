@@ -1,5 +1,5 @@
-"""Keep third-party output to what a user needs: no per-checkpoint progress bars, no alarming load reports for the
-weights we know are absent, no faiss loader chatter.
+"""Keep terminal output to what a user needs: no per-checkpoint progress bars, no alarming load reports for the
+weights we know are absent, no faiss loader chatter, and log lines that never land on a progress bar's line.
 
 Each helper is scoped: a context manager that restores what it changed, or a logger level set only when the user has
 not set one. Nothing here changes the output of code outside realm_hf's own load/save calls.
@@ -105,3 +105,22 @@ def quiet_faiss_loader() -> None:
     logger = logging.getLogger(FAISS_LOADER_LOGGER)
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.WARNING)
+
+
+class ProgressBarSafeHandler(logging.StreamHandler):
+    r"""
+    A `logging.StreamHandler` that writes each record through `tqdm.write`: an active progress bar is cleared, the
+    record printed on a line of its own, and the bar redrawn below it (a plain handler appends the record to the
+    bar's line). What the CLI installs.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=self.stream)
+            self.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
