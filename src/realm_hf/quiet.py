@@ -2,14 +2,14 @@
 weights we know are absent, no faiss loader chatter, and log lines that never land on a progress bar's line.
 
 Each helper is scoped: a context manager that restores what it changed, or a logger level set only when the user has
-not set one. Nothing here changes the output of code outside realm_hf's own load/save calls.
+not set one. Nothing here changes the output of code outside realm_hf's own calls.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,21 +20,76 @@ TRANSFORMERS_LOAD_LOGGER = "transformers.modeling_utils"
 FAISS_LOADER_LOGGER = "faiss.loader"
 """faiss logs every instruction-set build it tries ("Loading faiss with AVX2 support", ModuleNotFoundError) at INFO."""
 
-_lock = threading.Lock()
-_depth = 0
-_previous_hook: Any = None
-_datasets_bars_were_enabled = False
+
+class _SharedScope:
+    """A process-wide change made when the first of any number of (nested or concurrent) blocks enters and undone
+    when the last one exits: `undo(apply())`."""
+
+    def __init__(self, apply: Callable[[], Any], undo: Callable[[Any], None]) -> None:
+        self._apply, self._undo = apply, undo
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved: Any = None
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                self._saved = self._apply()
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._undo(self._saved)
+                    self._saved = None
 
 
-def _quiet_bar_hook(factory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """transformers' tqdm hook: an empty bar for a checkpoint read/write, anything else as before."""
-    if kwargs.get("desc") in QUIET_TRANSFORMERS_BARS:
-        from transformers.utils.logging import EmptyTqdm
+# ------------------------------------------------------------------------------ transformers' checkpoint bars
+def _hide_checkpoint_bars() -> Any:
+    from transformers.utils import logging as transformers_logging
 
-        return EmptyTqdm(*args, **kwargs)
-    if _previous_hook is not None:
-        return _previous_hook(factory, args, kwargs)
-    return factory(*args, **kwargs)
+    previous: list[Any] = [None]
+
+    def hook(factory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if kwargs.get("desc") in QUIET_TRANSFORMERS_BARS:
+            return transformers_logging.EmptyTqdm(*args, **kwargs)
+        return factory(*args, **kwargs) if previous[0] is None else previous[0](factory, args, kwargs)
+
+    previous[0] = transformers_logging.set_tqdm_hook(hook)
+    return previous[0]
+
+
+def _restore_checkpoint_bars(previous_hook: Any) -> None:
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_tqdm_hook(previous_hook)
+
+
+_transformers_bars_hidden = _SharedScope(_hide_checkpoint_bars, _restore_checkpoint_bars)
+
+
+# ----------------------------------------------------------------------------------------- datasets' bars
+def _hide_datasets_bars() -> bool:
+    import datasets
+
+    enabled = datasets.is_progress_bar_enabled()
+    if enabled:
+        datasets.disable_progress_bars()
+    return enabled
+
+
+def _restore_datasets_bars(were_enabled: bool) -> None:
+    import datasets
+
+    if were_enabled:
+        datasets.enable_progress_bars()
+
+
+without_datasets_bars = _SharedScope(_hide_datasets_bars, _restore_datasets_bars)
+"""Context manager: no `datasets` progress bars while the block runs (for quick steps whose result is logged)."""
 
 
 @contextmanager
@@ -42,64 +97,34 @@ def quiet_checkpoint_io() -> Iterator[None]:
     r"""
     Hide the progress bars of reading and writing a checkpoint while the block runs: transformers' "Loading weights"
     and "Writing model shards" bars and `datasets`' "Saving the dataset" bars. Download bars of the Hub stay, and so
-    do the bars of any other work. Re-entrant and thread-safe (the bars stay hidden while any thread is inside);
+    do transformers' other bars. Re-entrant and thread-safe (the bars stay hidden while any thread is inside);
     everything is restored when the last block exits.
     """
-    global _depth, _previous_hook, _datasets_bars_were_enabled
-    import datasets
-    from transformers.utils import logging as transformers_logging
-
-    with _lock:
-        if _depth == 0:
-            _previous_hook = transformers_logging.set_tqdm_hook(_quiet_bar_hook)
-            _datasets_bars_were_enabled = datasets.is_progress_bar_enabled()
-            if _datasets_bars_were_enabled:
-                datasets.disable_progress_bars()
-        _depth += 1
-    try:
+    with _transformers_bars_hidden(), without_datasets_bars():
         yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                transformers_logging.set_tqdm_hook(_previous_hook)
-                _previous_hook = None
-                if _datasets_bars_were_enabled:
-                    datasets.enable_progress_bars()
 
 
+# ------------------------------------------------------------------------------------- transformers' load report
 def _errors_only(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.ERROR
 
 
-_report_depth = 0
+def _filter_load_report() -> None:
+    logging.getLogger(TRANSFORMERS_LOAD_LOGGER).addFilter(_errors_only)
 
 
-@contextmanager
-def without_load_report() -> Iterator[None]:
-    r"""
-    Silence transformers' load report and its tied-weights warning while the block runs, for a load whose missing
-    and unexpected keys the caller checks and reports itself (load with `output_loading_info=True`). Errors still
-    show. Re-entrant and thread-safe, like [`quiet_checkpoint_io`].
-
-    A filter, not a level: transformers runs extra checks (and warns about tensor-parallel plans) when the level of
-    its loading logger is WARNING or above.
-    """
-    global _report_depth
-    logger = logging.getLogger(TRANSFORMERS_LOAD_LOGGER)
-    with _lock:
-        if _report_depth == 0:
-            logger.addFilter(_errors_only)
-        _report_depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _report_depth -= 1
-            if _report_depth == 0:
-                logger.removeFilter(_errors_only)
+def _unfilter_load_report(_: None) -> None:
+    logging.getLogger(TRANSFORMERS_LOAD_LOGGER).removeFilter(_errors_only)
 
 
+without_load_report = _SharedScope(_filter_load_report, _unfilter_load_report)
+"""Context manager: silence transformers' load report and its tied-weights warning while the block runs, for a
+load whose missing and unexpected keys the caller checks and reports itself (`output_loading_info=True`). Errors
+still show. A filter, not a level: transformers runs extra checks (and warns about tensor-parallel plans) when the
+level of its loading logger is WARNING or above."""
+
+
+# ------------------------------------------------------------------------------------------------- faiss, logs
 def quiet_faiss_loader() -> None:
     """Keep faiss' loader at WARNING (call before `import faiss`), unless the user has set its level."""
     logger = logging.getLogger(FAISS_LOADER_LOGGER)

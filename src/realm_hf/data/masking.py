@@ -21,6 +21,7 @@ from datasets.fingerprint import Hasher
 
 from ..corpus.articles import load_articles
 from ..corpus.blocks import split_sentences
+from ..quiet import without_datasets_bars
 
 
 logger = logging.getLogger(__name__)
@@ -543,14 +544,14 @@ def build_masked_dataset(
     skipped = int(pc.sum(pc.equal(units.data.column("num_masked"), 0)).as_py() or 0)
     masked = units
     if skipped:
-        masked = units.filter(
-            _has_masks,
-            batched=True,
-            input_columns="num_masked",
-            cache_file_name=filter_cache_file_name,
-            new_fingerprint=None if fingerprint is None else Hasher.hash((fingerprint, "kept")),
-            desc="Dropping sentences without a salient span",
-        )
+        with without_datasets_bars():  # a quick filter, counted in the log line below
+            masked = units.filter(
+                _has_masks,
+                batched=True,
+                input_columns="num_masked",
+                cache_file_name=filter_cache_file_name,
+                new_fingerprint=None if fingerprint is None else Hasher.hash((fingerprint, "kept")),
+            )
     seconds = time.perf_counter() - began
     logger.info(
         "Masked %d %s with %s in %.1fs: %d sentences (windows) -> %d examples, %d skipped without a salient span "
