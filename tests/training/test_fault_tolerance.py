@@ -133,3 +133,41 @@ def test_every_checkpoint_keeps_its_index_and_resume_refuses_a_replaced_one(tmp_
     with pytest.raises(ValueError, match="has changed since .* Restore that index, or delete the directory"):
         stale.resume(stale.args.resume_from_checkpoint)
     stale.refresher.close()
+
+
+# ----------------------------------------------------------------------------------------- two processes
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_process_launch_of_the_readme_command_finishes_with_a_fresh_final_index(tmp_path):
+    # the README command (cpu-tiny under 2 gloo processes), shortened: the retriever learns from step 2, refreshes
+    # at 2 and 4 leave a stale index at the end, so the final save must rebuild it (a collective on every rank)
+    from realm_hf import RealmRetriever
+    from realm_hf.index.manifest import fingerprint_module
+
+    output = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", str(_free_port()),
+        os.path.join(REPO, "examples", "pretrain.py"), "--config", os.path.join(REPO, "examples", "configs", "cpu-tiny.yaml"),
+        "--output_dir", str(output), "--max_steps", "5", "--max_articles", "8", "--reading_warmup_steps", "2",
+        "--refresh_schedule", "2", "--save_steps", "2", "--report_to", "none",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "Rebuilding the index with the final document tower (step 5" in done.stderr  # the stale case was hit
+    manifest = json.loads((output / "final" / "index" / "manifest.json").read_text())
+    retriever = RealmRetriever.from_pretrained(output / "final" / "retriever")
+    assert manifest["step"] == 5
+    assert manifest["fingerprint"] == fingerprint_module(retriever.document_embedder)
+    assert _checkpoints(output) == ["checkpoint-2", "checkpoint-4"]

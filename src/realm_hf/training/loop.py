@@ -166,7 +166,13 @@ class TrainingLoop:
     def load_extra_state(self, state: dict) -> None:
         pass
 
+    def before_final_save(self) -> None:
+        """Runs on every process after training, before the main process alone calls `save_model`: the place for
+        work that needs collectives (e.g. re-embedding the corpus sharded over the ranks), which `save_model` must not
+        issue since the other ranks never join it."""
+
     def save_model(self, directory: str) -> None:
+        """Write the final model (main process only: no collectives here, see `before_final_save`)."""
         self.accelerator.unwrap_model(self.model).save_pretrained(directory)
 
     # ------------------------------------------------------------------------------------------ checkpoints
@@ -266,6 +272,8 @@ class TrainingLoop:
         final_eval = {} if evaluated_last_step else self.evaluate(self.step)
         if final_eval:
             self._log({f"eval/{k}": v for k, v in final_eval.items()})
+        self.accelerator.wait_for_everyone()
+        self.before_final_save()  # every rank, in lockstep
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             self.save_model(os.path.join(args.output_dir, "final"))

@@ -565,8 +565,26 @@ class RealmPretrainer(TrainingLoop):
                 if named is not None:
                     self.refresher.pin(named)
 
+    def before_final_save(self) -> None:
+        """On every rank: stop the refresher and, with `rebuild_final_index`, re-embed the corpus with the final
+        document tower. The embedding is sharded over the ranks and gathered with collectives, so it must run on all
+        of them (the main process alone in `save_model` would wait forever for the others: gloo "Connection closed
+        by peer" once they exit)."""
+        if self.refresher is not None:
+            self.refresher.close()  # a build still running embeds older weights: stop it, it would only compete
+        if not self.pretraining_args.rebuild_final_index:
+            return
+        stale = [self.index.fingerprint != fingerprint_module(self.retriever.document_embedder)]
+        if self.accelerator.num_processes > 1:
+            broadcast_object_list(stale)  # one decision for all ranks, whatever each computed
+        if stale[0]:
+            self._rebuild_with_final_tower()
+
     def save_model(self, directory: str) -> None:
-        """Save `retriever/`, `encoder/` (each with the tokenizer) and `index/`, an index of the final doc tower."""
+        """Save `retriever/`, `encoder/` (each with the tokenizer) and `index/`, an index of the final doc tower.
+
+        Main process only. In a multi-process run the final index is rebuilt beforehand on every rank
+        (`before_final_save`, called by `train`); called alone, a rebuild here embeds the corpus in this process."""
         model = self.accelerator.unwrap_model(self.model)
         model.save_pretrained(directory)
         self.tokenizer.save_pretrained(os.path.join(directory, "retriever"))
@@ -580,6 +598,13 @@ class RealmPretrainer(TrainingLoop):
         self._finalize_index(directory)
         self.index.save_pretrained(os.path.join(directory, "index"))
 
+    def _rebuild_with_final_tower(self) -> None:
+        logger.info(
+            "Rebuilding the index with the final document tower (step %d; the last refreshed index is of step %s)",
+            self.step, self.index.step,
+        )
+        self.index = self._build_index_now(step=self.step)
+
     def _finalize_index(self, directory: str) -> None:
         """Make `self.index` the index of the final document tower (or warn that the saved one is stale).
 
@@ -591,11 +616,7 @@ class RealmPretrainer(TrainingLoop):
         if self.index.fingerprint == final_fingerprint:
             return
         if self.pretraining_args.rebuild_final_index:
-            logger.info(
-                "Rebuilding the index with the final document tower (step %d; the last refreshed index is of step %s)",
-                self.step, self.index.step,
-            )
-            self.index = self._build_index_now(step=self.step)
+            self._rebuild_with_final_tower()
             return
         corpus = self.corpus_args
         max_articles = f" --max-articles {corpus.max_articles}" if corpus.max_articles is not None else ""
