@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import logging
 import os
 
 import datasets
@@ -139,6 +140,16 @@ def test_load_articles_from_every_source(tmp_path):
         load_articles(str(tmp_path / "nothing-here"))
     with pytest.raises(TypeError, match="Cannot load articles"):
         load_articles(42)
+
+
+def test_articles_read_from_a_file_are_logged_once(tmp_path, tokenizer, caplog):
+    path = tmp_path / "articles.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in ARTICLES[:2]))
+    with caplog.at_level(logging.INFO, logger="realm_hf.corpus.articles"):
+        articles = load_articles(str(path))
+        split_into_blocks(articles.select(range(1)), tokenizer, max_length=32)  # normalizes its input again
+    loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Loaded")]
+    assert loaded == [f"Loaded 2 articles from {path}"]
 
 
 def test_split_rejects_bad_arguments(tokenizer):
