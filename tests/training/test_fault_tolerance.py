@@ -103,6 +103,32 @@ def test_resume_at_index_step_0_trains_on_the_same_index(tmp_path, no_dropout):
     assert continued == pytest.approx({step: _losses(reference)[step] for step in continued}, rel=1e-5)
 
 
+def test_resume_loads_the_checkpoint_index_without_embedding_the_corpus_first(tmp_path, no_dropout, caplog):
+    full = _make_pretrainer(tmp_path, max_steps=4, refresh="0", save_steps=2)
+    reference = full.train()
+    with caplog.at_level("INFO", logger="realm_hf.index"):
+        caplog.clear()
+        resumed = _make_pretrainer(tmp_path, max_steps=4, refresh="0", resume="latest")  # checkpoint-4
+        resumed.resume(resumed.args.resume_from_checkpoint)
+    # no corpus pass at all before the checkpoint's index is in use: neither the initial build (weights of step 0,
+    # thrown away at once) nor a rebuild from the resumed weights
+    embedded = [r.getMessage() for r in caplog.records if r.name == "realm_hf.index.embedding"]
+    assert embedded == []
+    assert resumed.index.step == 0 and resumed.index.fingerprint == full.refresher.index.fingerprint
+    resumed.refresher.close()
+
+    # the same from checkpoint-2 through train(): the steps after it match the uninterrupted run
+    caplog.clear()
+    with caplog.at_level("INFO", logger="realm_hf"):
+        history = _make_pretrainer(tmp_path, max_steps=4, refresh="0", resume=str(tmp_path / "checkpoint-2")).train()
+    embedded = [r.getMessage() for r in caplog.records if r.name == "realm_hf.index.embedding"]
+    assert len(embedded) == 1  # the final index only (the retriever learned over steps 3-4)
+    assert "Rebuilding the index with the final document tower (step 4" in caplog.text
+    continued = {step: loss for step, loss in _losses(history).items() if step > 2}
+    assert sorted(continued) == [3, 4]
+    assert continued == pytest.approx({step: _losses(reference)[step] for step in continued}, rel=1e-5)
+
+
 def test_every_checkpoint_keeps_its_index_and_resume_refuses_a_replaced_one(tmp_path, no_dropout):
     trainer = _make_pretrainer(tmp_path, max_steps=10, refresh="2", save_steps=2)
     trainer.train()

@@ -56,6 +56,21 @@ def latest_checkpoint(output_dir: str) -> str | None:
     return checkpoints[-1] if checkpoints else None
 
 
+def resolve_checkpoint(output_dir: str, checkpoint: str | None) -> str | None:
+    """The checkpoint directory a `resume_from_checkpoint` value names: `"latest"` is the last complete checkpoint of
+    `output_dir` (None when there is none, a fresh start); a path is returned as is, checked to be complete."""
+    if not checkpoint:
+        return None
+    if checkpoint == "latest":
+        return latest_checkpoint(output_dir)
+    if not os.path.isfile(os.path.join(checkpoint, TRAINER_STATE)):
+        raise FileNotFoundError(
+            f"{checkpoint} is not a realm_hf checkpoint (no {TRAINER_STATE}); pass a checkpoint-<step> directory "
+            "or 'latest'."
+        )
+    return checkpoint
+
+
 def decay_parameter_groups(
     model: nn.Module, weight_decay: float, select: Callable[[str], bool] | None = None, **group_options
 ) -> list[dict]:
@@ -197,16 +212,11 @@ class TrainingLoop:
 
     def resume(self, checkpoint: str) -> int:
         """Load a checkpoint; returns the number of micro-batches of the current epoch to skip."""
-        if checkpoint == "latest":
-            checkpoint = latest_checkpoint(self.args.output_dir)
-            if checkpoint is None:
-                logger.info("No checkpoint in %s; starting from scratch", self.args.output_dir)
-                return 0
-        if not os.path.isfile(os.path.join(checkpoint, TRAINER_STATE)):
-            raise FileNotFoundError(
-                f"{checkpoint} is not a realm_hf checkpoint (no {TRAINER_STATE}); pass a checkpoint-<step> directory "
-                "or 'latest'."
-            )
+        resolved = resolve_checkpoint(self.args.output_dir, checkpoint)
+        if resolved is None:
+            logger.info("No checkpoint in %s; starting from scratch", self.args.output_dir)
+            return 0
+        checkpoint = resolved
         self.accelerator.load_state(checkpoint)
         with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
             state = json.load(f)

@@ -31,7 +31,7 @@ from ..metrics import CorpusAnswerFinder, recall_at_k
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .index_builder import build_index_from_snapshot
-from .loop import TRAINER_STATE, TrainingLoop, complete_checkpoints, decay_parameter_groups
+from .loop import TRAINER_STATE, TrainingLoop, complete_checkpoints, decay_parameter_groups, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +297,11 @@ class RealmPretrainer(TrainingLoop):
         return self.accelerator.unwrap_model(self.model).retriever
 
     def _prepare_index(self, work: str) -> None:
-        """Save what the builder process needs, build the initial index, start the refresher (main process)."""
+        """Save what the builder process needs, build the initial index, start the refresher (main process).
+
+        When the run resumes from a complete checkpoint, the initial index is not built: embedding the corpus with
+        the initial weights would be a whole corpus pass for nothing, since `load_extra_state` replaces it by the index
+        the checkpoint names (`self.index` stays None until then)."""
         self.retriever_dir = os.path.join(work, "retriever-init")
         self.blocks_dir = os.path.join(work, "blocks")
         if self.accelerator.is_main_process:
@@ -307,11 +311,17 @@ class RealmPretrainer(TrainingLoop):
                 self.blocks.save_to_disk(self.blocks_dir)
         self.accelerator.wait_for_everyone()
         self.index_root = os.path.join(self.args.output_dir, "index")
-        self.index = self._build_index_now(step=0)
+        checkpoint = resolve_checkpoint(self.args.output_dir, self.args.resume_from_checkpoint)
+        self.index: RealmIndex | None = None
+        if checkpoint is not None:
+            logger.info("Resuming from %s: its index is loaded instead of building the initial one", checkpoint)
+        else:
+            self.index = self._build_index_now(step=0)
         self.refresher = None
         if self.accelerator.is_main_process:
-            # on disk like every refreshed index, so a checkpoint can name the index it trained with
-            self.index.save_pretrained(os.path.join(self.index_root, "index-0"))
+            if self.index is not None:
+                # on disk like every refreshed index, so a checkpoint can name the index it trained with
+                self.index.save_pretrained(os.path.join(self.index_root, "index-0"))
             self.refresher = IndexRefresher(
                 self.index_root, build_index_from_snapshot,
                 builder_kwargs={
