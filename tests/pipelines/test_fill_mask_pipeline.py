@@ -241,3 +241,40 @@ def test_bad_inputs_raise_clear_errors(fill, pretraining_dir, caplog):
         pipeline(TASK, model=encoder, tokenizer=minilm_tokenizer())
     with pytest.raises(FileNotFoundError, match="not a REALM pre-training output directory"):
         RealmFillMaskPipeline.from_pretrained(os.path.join(pretraining_dir, "index"))
+
+
+def test_an_index_of_other_weights_is_refused_unless_check_fingerprint_is_off(fill, pretraining_dir, tmp_path):
+    """Same dims, same blocks, another document tower: only the manifest's fingerprint tells it apart."""
+    import shutil
+
+    from realm_pipeline_helpers import make_pretraining_dir
+
+    other = make_pretraining_dir(str(tmp_path / "other"), seed=1)
+    other_index = os.path.join(other, "index")
+    refused = r"was built by document-tower weights .* not by the retriever's document tower .* check_fingerprint=False"
+    # an explicit index at construction
+    with pytest.raises(ValueError, match=refused):
+        pipeline(TASK, model=pretraining_dir, index=other_index)
+    with pytest.raises(ValueError, match=refused):
+        pipeline(TASK, model=pretraining_dir, index=RealmIndex.from_pretrained(other_index))
+    # an index passed to one call
+    with pytest.raises(ValueError, match=refused):
+        fill(TEXT, index=other_index)
+    # the index found next to the model (a pre-training output whose index/ was replaced by another run's)
+    mixed = tmp_path / "mixed"
+    shutil.copytree(pretraining_dir, mixed)
+    shutil.rmtree(mixed / "index")
+    shutil.copytree(other_index, mixed / "index")
+    with pytest.raises(ValueError, match=refused):
+        pipeline(TASK, model=str(mixed))
+    with pytest.raises(ValueError, match=refused):
+        pipeline("fill-mask", model=str(mixed))
+
+    # the explicit opt-out loads and uses it
+    unchecked = pipeline(TASK, model=pretraining_dir, index=other_index, check_fingerprint=False)
+    _check_result(unchecked(TEXT, top_k=1)[0], unchecked.model.config.num_candidates - 1)
+    assert unchecked(TEXT, index=other_index, top_k=1)
+    assert pipeline(TASK, model=str(mixed), check_fingerprint=False)(TEXT, top_k=1)
+    plain = pipeline("fill-mask", model=str(mixed), model_kwargs={"check_fingerprint": False})
+    assert plain.model.index.fingerprint == RealmIndex.from_pretrained(other_index).fingerprint
+    assert len(plain(TEXT, top_k=2)) == 2

@@ -184,7 +184,8 @@ def test_two_process_launch_of_the_readme_command_finishes_with_a_fresh_final_in
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
         "--main_process_port", str(_free_port()),
-        os.path.join(REPO, "examples", "pretrain.py"), "--config", os.path.join(REPO, "examples", "configs", "cpu-tiny.yaml"),
+        os.path.join(REPO, "examples", "pretrain.py"),
+        "--config", os.path.join(REPO, "examples", "configs", "cpu-tiny.yaml"),
         "--output_dir", str(output), "--max_steps", "5", "--max_articles", "8", "--reading_warmup_steps", "2",
         "--refresh_schedule", "2", "--save_steps", "2", "--report_to", "none",
     ]

@@ -47,6 +47,7 @@ import torch
 from transformers.pipelines.base import Pipeline
 
 from ..data.collators import IGNORE_INDEX, RealmPretrainingCollator, retriever_inputs
+from ..index.manifest import fingerprint_module
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from ._utils import (
     check_batch,
@@ -57,13 +58,15 @@ from ._utils import (
     load_tokenizer_from,
     resolve_call_index,
 )
-from .index_loading import load_index_for_model
+from .index_loading import check_index_fingerprint, load_index_for_model
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search", "score_candidates"]
 
 FILL_MASK_TASK = "realm-fill-mask"
+# the argument that pairs a model with an index of other weights anyway (the name realm_hf.evaluation uses)
+FINGERPRINT_OPT_OUT = "check_fingerprint=False"
 
 
 def pretraining_dirs(encoder_path: str | None) -> list[str]:
@@ -92,13 +95,24 @@ def find_retriever(retriever: Any, dirs: list[str]) -> tuple[RealmRetriever, str
     )
 
 
-def find_index(index: Any, dirs: list[str], expected_dim: int) -> Any:
-    """The index given (an instance or a directory), else `index/` in the first of `dirs` that has one."""
+def _index_source(index: Any) -> str:
+    """An index given as `index=` (a directory or an instance), for messages."""
+    return f"The index {os.fspath(index)!r}" if isinstance(index, (str, os.PathLike)) else "The index passed as `index=`"
+
+
+def find_index(index: Any, dirs: list[str], expected_dim: int, expected_fingerprint: str | None = None) -> Any:
+    """The index given (an instance or a directory), else `index/` in the first of `dirs` that has one; refused
+    unless its manifest names `expected_fingerprint` (the retriever's document tower; `None`: not checked)."""
     if index is not None:
-        return load_index_for_model(None, None, index, expected_dim=expected_dim)
+        loaded = load_index_for_model(None, None, index, expected_dim=expected_dim)
+        check_index_fingerprint(loaded, expected_fingerprint, _index_source(index), FINGERPRINT_OPT_OUT)
+        return loaded
     for directory in dirs:
         if os.path.isfile(os.path.join(directory, "index", "manifest.json")):
-            return load_index_for_model(directory, None, expected_dim=expected_dim)
+            loaded = load_index_for_model(directory, None, expected_dim=expected_dim)
+            source = f"The index {os.path.join(directory, 'index')!r}"
+            check_index_fingerprint(loaded, expected_fingerprint, source, FINGERPRINT_OPT_OUT)
+            return loaded
     looked = ", ".join(os.path.join(d, "index") for d in dirs) or "nowhere (the encoder was built in memory)"
     raise FileNotFoundError(
         f"The {FILL_MASK_TASK!r} pipeline needs the corpus index: pass `index=` (a RealmIndex or its directory). "
@@ -128,6 +142,8 @@ class RealmFillMaskPipeline(Pipeline):
         top_k (`int`, *optional*, defaults to 5): Predictions returned per input.
         num_blocks (`int`, *optional*): Blocks retrieved per input (default `num_candidates - 1`, ∅ completing them).
         beam_size (`int`, *optional*): Beam width for several masks (at least `top_k`).
+        check_fingerprint (`bool`, *optional*, defaults to `True`): Refuse an index (the pipeline's or one passed to
+            a call) whose manifest names other document-tower weights than the retriever's; `False` uses it anyway.
 
     Returns:
         Per input text, a list of `top_k` dicts, best first: `token` (an id, or a list of ids for several masks),
@@ -149,6 +165,7 @@ class RealmFillMaskPipeline(Pipeline):
         tokenizer: Any = None,
         retriever: RealmRetriever | str | os.PathLike | None = None,
         index: Any = None,
+        check_fingerprint: bool = True,
         **kwargs: Any,
     ):
         if not isinstance(model, RealmKnowledgeEncoder):
@@ -166,7 +183,10 @@ class RealmFillMaskPipeline(Pipeline):
         super().__init__(model=model, tokenizer=tokenizer, **kwargs)
         self.model.eval()
         self.retriever = retriever.to(self.device).eval()
-        self.index = find_index(index, dirs, self.retriever.config.embedding_size)
+        self._expected_fingerprint = (
+            fingerprint_module(self.retriever.document_embedder) if check_fingerprint else None
+        )
+        self.index = find_index(index, dirs, self.retriever.config.embedding_size, self._expected_fingerprint)
         self._call_indexes: dict[str, Any] = {}
 
     @classmethod
@@ -210,9 +230,12 @@ class RealmFillMaskPipeline(Pipeline):
         return {}, forward_params, postprocess_params
 
     def _resolve_index(self, index: Any) -> Any:
-        return resolve_call_index(
+        resolved = resolve_call_index(
             index, self.index, self._call_indexes, expected_dim=self.retriever.config.embedding_size
         )
+        if index is not None:
+            check_index_fingerprint(resolved, self._expected_fingerprint, _index_source(index), FINGERPRINT_OPT_OUT)
+        return resolved
 
     # --------------------------------------------------------------------------------------------------- call
     def __call__(self, inputs: Any = None, *args: Any, **kwargs: Any) -> Any:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_INDEX_FOLDER", "load_index_for_model", "resolve_model_dir"]
+__all__ = ["DEFAULT_INDEX_FOLDER", "check_index_fingerprint", "load_index_for_model", "resolve_model_dir"]
 
 DEFAULT_INDEX_FOLDER = "index"
 MANIFEST_NAME = "manifest.json"
@@ -108,6 +108,42 @@ def _check_dim(index: Any, expected_dim: int | None) -> None:
             f"The index has {dim}-dimensional embeddings but the model's retriever embeds into {expected_dim} "
             "dimensions; the index was built by another retriever. Rebuild it with the model's document tower "
             "(`realm-hf build-index --model <model dir> ...`)."
+        )
+
+
+def check_index_fingerprint(index: Any, expected_fingerprint: str | None, source: str, opt_out: str) -> None:
+    r"""
+    Refuse an index built by other document-tower weights than the retriever that will search it.
+
+    An index's embeddings are only comparable with the query embeddings of the retriever whose document tower built
+    them; an index of another checkpoint (or of earlier weights of the same run) loads and searches without error but
+    retrieves the wrong blocks. Dims alone do not catch it: the manifest's doc-tower fingerprint does.
+
+    Args:
+        index ([`RealmIndex`]): The index (its `manifest.fingerprint` is read; an index without one passes with a
+            warning, e.g. one built from a plain embed function).
+        expected_fingerprint (`str`, *optional*): [`fingerprint_module`] of the retriever's document tower; `None`
+            checks nothing.
+        source (`str`): Where the index came from, for the message.
+        opt_out (`str`): The argument that skips this check, named in the message (e.g. `"check_fingerprint=False"`).
+
+    Raises:
+        `ValueError`: naming both fingerprints, how to rebuild the index and how to opt out.
+    """
+    if expected_fingerprint is None:
+        return
+    manifest = getattr(index, "manifest", None)
+    found = getattr(manifest, "fingerprint", None)
+    if found is None:
+        logger.warning("%s records no document-tower fingerprint; cannot check that the retriever built it", source)
+        return
+    if found != expected_fingerprint:
+        raise ValueError(
+            f"{source} was built by document-tower weights {found[:12]}... (step {getattr(manifest, 'step', None)}), "
+            f"not by the retriever's document tower ({expected_fingerprint[:12]}...): its embeddings do not match the "
+            "retriever's queries, so retrieval would be wrong. Use the index saved with the retriever, or rebuild "
+            "it with the retriever: `realm-hf build-index --corpus <corpus> --model <retriever dir> --output <dir>`. "
+            f"To use this index anyway, pass {opt_out}."
         )
 
 

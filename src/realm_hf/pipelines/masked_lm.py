@@ -29,6 +29,7 @@ import torch
 from transformers.modeling_outputs import MaskedLMOutput
 
 from ..configuration import RealmKnowledgeEncoderConfig
+from ..index.manifest import fingerprint_module
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from ..modeling.common import RealmPreTrainedModel
 from .fill_mask import find_index, find_retriever, find_tokenizer, pretraining_dirs, score_candidates
@@ -113,13 +114,17 @@ class RealmRetrievalAugmentedMaskedLM(RealmPreTrainedModel):
 
         Args:
             pretrained_model_name_or_path (`str`): The directory.
-            kwargs: Passed to the encoder's `from_pretrained` (`dtype`, `subfolder`, ...); `num_blocks` is kept.
+            kwargs: Passed to the encoder's `from_pretrained` (`dtype`, `subfolder`, ...); `num_blocks` is kept, and
+                `check_fingerprint=False` (e.g. `pipeline("fill-mask", ..., model_kwargs={"check_fingerprint": False})`)
+                accepts an index whose manifest names other document-tower weights than the retriever's.
         """
         num_blocks = kwargs.pop("num_blocks", None)
+        check_fingerprint = kwargs.pop("check_fingerprint", True)
         encoder = RealmPretrainingEncoder.from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         dirs = pretraining_dirs(encoder.name_or_path or None)
         retriever, retriever_dir = find_retriever(None, dirs)
-        index = find_index(None, dirs, retriever.config.embedding_size)
+        expected = fingerprint_module(retriever.document_embedder) if check_fingerprint else None
+        index = find_index(None, dirs, retriever.config.embedding_size, expected)
         model = cls(encoder.config, encoder, retriever, index, find_tokenizer(dirs, retriever_dir), num_blocks)
         return model.eval()
 
