@@ -213,3 +213,22 @@ def test_index_without_stored_embeddings_embeds_blocks_with_the_document_tower(q
     for a, b in zip(expected, got):
         assert [r["answer"] for r in a] == [r["answer"] for r in b]
         assert [r["score"] for r in a] == pytest.approx([r["score"] for r in b], rel=1e-3, abs=1e-6)
+
+
+def test_an_index_of_other_weights_is_refused_unless_check_fingerprint_is_off(qa, open_qa_dir, tmp_path):
+    """Same dims, same blocks, another document tower: only the manifest's fingerprint tells it apart."""
+    from realm_pipeline_helpers import make_open_qa_dir
+
+    other_index = os.path.join(make_open_qa_dir(str(tmp_path / "other"), seed=1), "index")
+    refused = r"was built by document-tower weights .* not by the retriever's document tower .* check_fingerprint=False"
+    with pytest.raises(ValueError, match=refused):
+        pipeline(TASK, model=open_qa_dir, index=other_index)
+    with pytest.raises(ValueError, match=refused):
+        qa(QUESTIONS[0], index=other_index)
+    unchecked = pipeline(TASK, model=open_qa_dir, index=other_index, check_fingerprint=False)
+    _check_answer(unchecked(QUESTIONS[0]), unchecked.model.config.top_k)
+    _check_answer(unchecked(QUESTIONS[0], index=other_index), unchecked.model.config.top_k)  # a call's index too
+    # the fingerprint recorded when fine-tuning started pairs the model with that index (shared towers move)
+    paired = RealmForOpenQA.from_pretrained(open_qa_dir)
+    paired.config.index_fingerprint = RealmIndex.from_pretrained(other_index).fingerprint
+    assert pipeline(TASK, model=paired, index=other_index).index.fingerprint == paired.config.index_fingerprint

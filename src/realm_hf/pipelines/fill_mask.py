@@ -58,15 +58,13 @@ from ._utils import (
     load_tokenizer_from,
     resolve_call_index,
 )
-from .index_loading import check_index_fingerprint, load_index_for_model
+from .index_loading import FINGERPRINT_OPT_OUT, check_index_fingerprint, index_source, load_index_for_model
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search", "score_candidates"]
 
 FILL_MASK_TASK = "realm-fill-mask"
-# the argument that pairs a model with an index of other weights anyway (the name realm_hf.evaluation uses)
-FINGERPRINT_OPT_OUT = "check_fingerprint=False"
 
 
 def pretraining_dirs(encoder_path: str | None) -> list[str]:
@@ -95,17 +93,12 @@ def find_retriever(retriever: Any, dirs: list[str]) -> tuple[RealmRetriever, str
     )
 
 
-def _index_source(index: Any) -> str:
-    """An index given as `index=` (a directory or an instance), for messages."""
-    return f"The index {os.fspath(index)!r}" if isinstance(index, (str, os.PathLike)) else "The index passed as `index=`"
-
-
 def find_index(index: Any, dirs: list[str], expected_dim: int, expected_fingerprint: str | None = None) -> Any:
     """The index given (an instance or a directory), else `index/` in the first of `dirs` that has one; refused
     unless its manifest names `expected_fingerprint` (the retriever's document tower; `None`: not checked)."""
     if index is not None:
         loaded = load_index_for_model(None, None, index, expected_dim=expected_dim)
-        check_index_fingerprint(loaded, expected_fingerprint, _index_source(index), FINGERPRINT_OPT_OUT)
+        check_index_fingerprint(loaded, expected_fingerprint, index_source(index), FINGERPRINT_OPT_OUT)
         return loaded
     for directory in dirs:
         if os.path.isfile(os.path.join(directory, "index", "manifest.json")):
@@ -234,7 +227,7 @@ class RealmFillMaskPipeline(Pipeline):
             index, self.index, self._call_indexes, expected_dim=self.retriever.config.embedding_size
         )
         if index is not None:
-            check_index_fingerprint(resolved, self._expected_fingerprint, _index_source(index), FINGERPRINT_OPT_OUT)
+            check_index_fingerprint(resolved, self._expected_fingerprint, index_source(index), FINGERPRINT_OPT_OUT)
         return resolved
 
     # --------------------------------------------------------------------------------------------------- call

@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,10 +32,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_INDEX_FOLDER", "check_index_fingerprint", "load_index_for_model", "resolve_model_dir"]
+__all__ = [
+    "DEFAULT_INDEX_FOLDER", "FINGERPRINT_OPT_OUT", "check_index_fingerprint", "index_source", "load_index_for_model",
+    "resolve_model_dir",
+]
 
 DEFAULT_INDEX_FOLDER = "index"
 MANIFEST_NAME = "manifest.json"
+# the argument that pairs a model with an index of other weights anyway (the name realm_hf.evaluation uses)
+FINGERPRINT_OPT_OUT = "check_fingerprint=False"
 
 
 def _is_index_dir(path: str | os.PathLike | None) -> bool:
@@ -111,7 +117,18 @@ def _check_dim(index: Any, expected_dim: int | None) -> None:
         )
 
 
-def check_index_fingerprint(index: Any, expected_fingerprint: str | None, source: str, opt_out: str) -> None:
+def index_source(index: Any, model_name_or_path: str | os.PathLike | None = None) -> str:
+    """Where an index came from, for messages: the `index=` given (a directory or an instance), else the model's."""
+    if isinstance(index, (str, os.PathLike)):
+        return f"The index {os.fspath(index)!r}"
+    if index is not None:
+        return "The index passed as `index=`"
+    return f"The index of the model {os.fspath(model_name_or_path)!r}" if model_name_or_path else "The model's index"
+
+
+def check_index_fingerprint(
+    index: Any, expected_fingerprint: str | Sequence[str] | None, source: str, opt_out: str
+) -> None:
     r"""
     Refuse an index built by other document-tower weights than the retriever that will search it.
 
@@ -122,8 +139,9 @@ def check_index_fingerprint(index: Any, expected_fingerprint: str | None, source
     Args:
         index ([`RealmIndex`]): The index (its `manifest.fingerprint` is read; an index without one passes with a
             warning, e.g. one built from a plain embed function).
-        expected_fingerprint (`str`, *optional*): [`fingerprint_module`] of the retriever's document tower; `None`
-            checks nothing.
+        expected_fingerprint (`str` or `Sequence[str]`, *optional*): [`fingerprint_module`] of the retriever's
+            document tower, or the accepted fingerprints, that one first (an Open-QA model also accepts the
+            `config.index_fingerprint` recorded at fine-tuning); `None` checks nothing.
         source (`str`): Where the index came from, for the message.
         opt_out (`str`): The argument that skips this check, named in the message (e.g. `"check_fingerprint=False"`).
 
@@ -132,15 +150,19 @@ def check_index_fingerprint(index: Any, expected_fingerprint: str | None, source
     """
     if expected_fingerprint is None:
         return
+    accepted = [expected_fingerprint] if isinstance(expected_fingerprint, str) else list(expected_fingerprint)
     manifest = getattr(index, "manifest", None)
-    found = getattr(manifest, "fingerprint", None)
+    if manifest is None:  # an index-like object of the caller's (search + get_blocks): nothing to read
+        logger.debug("%s has no manifest; its document-tower fingerprint is not checked", source)
+        return
+    found = manifest.fingerprint
     if found is None:
         logger.warning("%s records no document-tower fingerprint; cannot check that the retriever built it", source)
         return
-    if found != expected_fingerprint:
+    if found not in accepted:
         raise ValueError(
-            f"{source} was built by document-tower weights {found[:12]}... (step {getattr(manifest, 'step', None)}), "
-            f"not by the retriever's document tower ({expected_fingerprint[:12]}...): its embeddings do not match the "
+            f"{source} was built by document-tower weights {found[:12]}... (step {manifest.step}), "
+            f"not by the retriever's document tower ({accepted[0][:12]}...): its embeddings do not match the "
             "retriever's queries, so retrieval would be wrong. Use the index saved with the retriever, or rebuild "
             "it with the retriever: `realm-hf build-index --corpus <corpus> --model <retriever dir> --output <dir>`. "
             f"To use this index anyway, pass {opt_out}."

@@ -51,7 +51,14 @@ from ._utils import (
     load_tokenizer_from,
     resolve_call_index,
 )
-from .index_loading import load_index_for_model, resolve_model_dir
+from ..index.manifest import fingerprint_module
+from .index_loading import (
+    FINGERPRINT_OPT_OUT,
+    check_index_fingerprint,
+    index_source,
+    load_index_for_model,
+    resolve_model_dir,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +83,9 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             model directory.
         index ([`RealmIndex`] or `str`, *optional*): The corpus index, or its directory. Defaults to the model's own
             index, found by [`load_index_for_model`]: `<model dir>/index`, then `config.index_repo_id`.
+        check_fingerprint (`bool`, *optional*, defaults to `True`): Refuse an index (the model's, one given here or
+            to a call) whose manifest names other document-tower weights than the model's (or than the
+            `config.index_fingerprint` recorded at fine-tuning); `False` uses it anyway.
         top_k (`int`, *optional*, defaults to 1): Answers per question; `1` returns a dict, more a list of dicts.
         num_blocks (`int`, *optional*, defaults to `config.top_k`): Blocks retrieved and read per question.
         batch_size (`int`, *optional*): Questions per forward pass when the input is a list (or a dataset).
@@ -100,7 +110,10 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
     _load_feature_extractor = False
     _load_video_processor = False
 
-    def __init__(self, model: RealmForOpenQA, tokenizer: Any = None, index: Any = None, **kwargs: Any):
+    def __init__(
+        self, model: RealmForOpenQA, tokenizer: Any = None, index: Any = None, check_fingerprint: bool = True,
+        **kwargs: Any,
+    ):
         if not isinstance(model, RealmForOpenQA):
             raise TypeError(
                 f"The {OPEN_QA_TASK!r} pipeline needs a realm_hf RealmForOpenQA model, got {type(model).__name__}."
@@ -111,7 +124,17 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         check_fast_tokenizer(tokenizer, type(self).__name__)
         super().__init__(model=model, tokenizer=tokenizer, **kwargs)
         self.model.eval()
+        # the index must be of this model's document tower, or the one recorded when fine-tuning started (with
+        # shared towers the doc tower moves during fine-tuning while the index stays)
+        self._accepted_fingerprints = (
+            [fingerprint_module(model.retriever.document_embedder), *filter(None, [model.config.index_fingerprint])]
+            if check_fingerprint
+            else None
+        )
         self.index = load_index_for_model(model_path, model.config, index)
+        check_index_fingerprint(
+            self.index, self._accepted_fingerprints, index_source(index, model_path), FINGERPRINT_OPT_OUT
+        )
         self._call_indexes: dict[str, Any] = {}
 
     # ----------------------------------------------------------------------------------------------- parameters
@@ -132,7 +155,10 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         return {}, forward_params, postprocess_params
 
     def _resolve_index(self, index: Any) -> Any:
-        return resolve_call_index(index, self.index, self._call_indexes, config=self.model.config)  # checks its dimension
+        resolved = resolve_call_index(index, self.index, self._call_indexes, config=self.model.config)  # checks dims
+        if index is not None:
+            check_index_fingerprint(resolved, self._accepted_fingerprints, index_source(index), FINGERPRINT_OPT_OUT)
+        return resolved
 
     # --------------------------------------------------------------------------------------------------- call
     def __call__(self, inputs: Any = None, *args: Any, **kwargs: Any) -> Any:
