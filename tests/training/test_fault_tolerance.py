@@ -173,28 +173,49 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_two_process_launch_of_the_readme_command_finishes_with_a_fresh_final_index(tmp_path):
-    # the README command (cpu-tiny under 2 gloo processes), shortened: the retriever learns from step 2, refreshes
-    # at 2 and 4 leave a stale index at the end, so the final save must rebuild it (a collective on every rank)
-    from realm_hf import RealmRetriever
-    from realm_hf.index.manifest import fingerprint_module
-
-    output = tmp_path / "run"
+def _launch_two_processes(output, *overrides: str) -> subprocess.CompletedProcess:
+    """The README's 2-process command (cpu-tiny under 2 gloo processes), with a tiny corpus and `overrides`."""
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
         "--main_process_port", str(_free_port()),
         os.path.join(REPO, "examples", "pretrain.py"),
         "--config", os.path.join(REPO, "examples", "configs", "cpu-tiny.yaml"),
-        "--output_dir", str(output), "--max_steps", "5", "--max_articles", "8", "--reading_warmup_steps", "2",
-        "--refresh_schedule", "2", "--save_steps", "2", "--report_to", "none",
+        "--output_dir", str(output), "--max_articles", "8", "--reading_warmup_steps", "2", "--refresh_schedule", "2",
+        "--save_steps", "2", "--report_to", "none", *overrides,
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(command, env=env, cwd=output.parent, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert "Rebuilding the index with the final document tower (step 5" in done.stderr  # the stale case was hit
+    return done
+
+
+def _assert_fresh_final_index(output, step: int) -> None:
+    from realm_hf import RealmRetriever
+    from realm_hf.index.manifest import fingerprint_module
+
     manifest = json.loads((output / "final" / "index" / "manifest.json").read_text())
     retriever = RealmRetriever.from_pretrained(output / "final" / "retriever")
-    assert manifest["step"] == 5
+    assert manifest["step"] == step
     assert manifest["fingerprint"] == fingerprint_module(retriever.document_embedder)
+
+
+def test_two_process_launch_of_the_readme_command_finishes_with_a_fresh_final_index_and_resumes(tmp_path):
+    # the retriever learns from step 2 and the refresh of step 4 is still building at the end: the index in use is
+    # stale, so the final save must rebuild it (a collective on every rank)
+    output = tmp_path / "run"
+    done = _launch_two_processes(output, "--max_steps", "4")
+    assert done.stderr.count("Rebuilding the index with the final document tower (step 4") == 2  # on both ranks
+    _assert_fresh_final_index(output, step=4)
     assert _checkpoints(output) == ["checkpoint-2", "checkpoint-4"]
+
+    # resumed under 2 processes: each rank loads the checkpoint's index, no corpus pass before training goes on
+    done = _launch_two_processes(
+        output, "--max_steps", "6", "--resume_from_checkpoint", "latest", "--logging_steps", "1"
+    )
+    assert done.stderr.count(f"Resuming from {output / 'checkpoint-4'}: its index is loaded") == 2
+    # step 5 ends on both ranks together (DDP), after both were built and resumed; no refresh is due at step 5
+    before_step_5 = done.stderr[: done.stderr.index("realm_hf.training.loop: step 5:")]
+    assert "realm_hf.index.embedding" not in before_step_5
+    _assert_fresh_final_index(output, step=6)
+    assert _checkpoints(output) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
