@@ -152,6 +152,7 @@ def run_build_job(job: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor]
     name = f"index-{job['step']}"
     index.save_pretrained(os.path.join(job["root"], name))
     build_seconds = time.time() - began
+    report = builder_report(index)
     write_json_atomic(
         os.path.join(job["root"], LATEST_NAME),
         {
@@ -160,9 +161,25 @@ def run_build_job(job: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor]
             "snapshot_time": job["snapshot_time"],
             "build_seconds": build_seconds,
             "completed_time": time.time(),
+            "builder": report,
         },
     )
-    logger.info("Built index for snapshot step %d in %.1fs", job["step"], build_seconds)
+    logger.info(
+        "Built index for snapshot step %d in %.1fs (on %s, %d threads, niceness %d)",
+        job["step"], build_seconds, report["device"], report["num_threads"], report["niceness"],
+    )
+
+
+def builder_report(index: RealmIndex | None = None) -> dict[str, Any]:
+    """What the builder ran with: the device its document tower embedded on (`index.build_info["device"]` when the
+    builder function records it, else `"cpu"`), torch's thread count, the process niceness and pid."""
+    info = dict(getattr(index, "build_info", None) or {})
+    return {
+        "device": str(info.get("device", "cpu")),
+        "num_threads": torch.get_num_threads(),
+        "niceness": os.nice(0) if hasattr(os, "nice") else 0,
+        "pid": os.getpid(),
+    }
 
 
 def _process_main(job_path: str, log_level: int) -> None:
@@ -172,6 +189,9 @@ def _process_main(job_path: str, log_level: int) -> None:
         job = json.load(f)
     if job.get("num_threads"):
         torch.set_num_threads(int(job["num_threads"]))
+    if job.get("niceness"):
+        # lower the builder's priority, so that on shared cores the trainer gets the CPU whenever it wants it
+        os.nice(int(job["niceness"]))
     run_build_job(job)
 
 
@@ -209,6 +229,11 @@ class IndexRefresher:
         keep_last (`int`, defaults to 2): `index-<step>` directories kept on disk (the one in use is always kept).
         load_kwargs (`dict`, *optional*): Passed to [`RealmIndex.from_pretrained`] on swap (e.g. `device`).
         num_threads (`int`, *optional*): `torch.set_num_threads` in the builder process, to leave the trainer cores.
+        niceness (`int`, defaults to 0): `os.nice` increment of the builder process (`"process"` mode): with 19 the
+            builder runs on the CPU time the trainer leaves (the default of the pre-trainer on CPU, see
+            `training.index_builder.refresh_resources`).
+        trainer_threads (`int`, *optional*): `torch.set_num_threads` of the trainer process while a build runs
+            (`"process"` mode; restored when the builder is idle): a partition of the cores with `num_threads`.
         check_fingerprint (`bool`, defaults to `True`): Refuse a refreshed index whose manifest fingerprint is not
             that of the snapshot it was built from (costs one hash of the snapshot per refresh).
         max_restarts (`int`, defaults to 2): How many times a builder process killed by a signal is restarted at
@@ -234,6 +259,8 @@ class IndexRefresher:
         num_threads: int | None = None,
         check_fingerprint: bool = True,
         max_restarts: int = 2,
+        niceness: int = 0,
+        trainer_threads: int | None = None,
     ) -> None:
         if mode not in ("process", "thread"):
             raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}.")
@@ -243,6 +270,11 @@ class IndexRefresher:
             raise ValueError(f"keep_last must be >= 1, got {keep_last}.")
         if max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {max_restarts}.")
+        for name, value in (("num_threads", num_threads), ("trainer_threads", trainer_threads)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 (or None for torch's default), got {value}.")
+        if not 0 <= niceness <= 19:
+            raise ValueError(f"niceness must be in [0, 19] (an os.nice increment), got {niceness}.")
         self.builder_kwargs = dict(builder_kwargs or {})
         try:
             json.dumps(self.builder_kwargs)
@@ -259,9 +291,14 @@ class IndexRefresher:
         self.keep_last = keep_last
         self.load_kwargs = dict(load_kwargs or {})
         self.num_threads = num_threads
+        self.niceness = niceness
+        self.trainer_threads = trainer_threads if mode == "process" else None
+        self._threads_before_build: int | None = None  # the trainer's torch threads, restored when idle
         self.check_fingerprint = check_fingerprint
         self.max_restarts = max_restarts
         self.pinned: set[int] = set()  # steps of indexes that _cleanup keeps (named by checkpoints)
+        self.kept_snapshots: set[int] = set()  # snapshots named by checkpoints: kept until their index is on disk
+        self.builder_reports: list[dict[str, Any]] = []  # LATEST["builder"] of each swapped-in index
         self.index = index
         self.index_step = index.step if index is not None and index.step is not None else -1
         self.stats: list[dict[str, float | int]] = []
@@ -346,8 +383,16 @@ class IndexRefresher:
             "snapshot": build.snapshot_path,
             "snapshot_time": build.snapshot_time,
             "num_threads": self.num_threads,
+            "niceness": self.niceness if self.mode == "process" else 0,
         }
         build.started = time.time()
+        if self.trainer_threads is not None and self._threads_before_build is None:
+            self._threads_before_build = torch.get_num_threads()
+            torch.set_num_threads(self.trainer_threads)
+            logger.info(
+                "Trainer torch threads %d -> %d while the index builds", self._threads_before_build,
+                self.trainer_threads,
+            )
         if self.mode == "thread":
 
             def target() -> None:
@@ -373,9 +418,18 @@ class IndexRefresher:
         logger.info("Started index build (%s) for snapshot step %d", self.mode, build.step)
 
     def _discard(self, build: _Build) -> None:
+        if build.step in self.kept_snapshots and not os.path.isdir(os.path.join(self.root, f"index-{build.step}")):
+            return  # a checkpoint names this refresh as in flight: a resumed run restarts it from the snapshot
+        self.kept_snapshots.discard(build.step)
         for path in (build.snapshot_path, os.path.join(self.root, "snapshots", f"job-{build.step}.json")):
             if path and os.path.exists(path):
                 os.remove(path)
+
+    def _restore_trainer_threads(self) -> None:
+        if self._threads_before_build is not None and self._running is None:
+            torch.set_num_threads(self._threads_before_build)
+            logger.info("Trainer torch threads back to %d", self._threads_before_build)
+            self._threads_before_build = None
 
     # ------------------------------------------------------------------------------------------- polling
     def _poll(self) -> None:
@@ -420,6 +474,7 @@ class IndexRefresher:
         if self._pending is not None:
             pending, self._pending = self._pending, None
             self._start(pending)
+        self._restore_trainer_threads()
 
     def _read_latest(self) -> dict[str, Any] | None:
         path = os.path.join(self.root, LATEST_NAME)
@@ -438,6 +493,76 @@ class IndexRefresher:
     def pin(self, step: int) -> None:
         """Keep `index-<step>` on disk whatever `keep_last` says (e.g. the index a checkpoint names)."""
         self.pinned.add(int(step))
+
+    def in_flight(self) -> list[dict[str, Any]]:
+        r"""
+        The refreshes requested but not swapped in yet, for a checkpoint to record (and keep on disk).
+
+        A build running, the pending one, and a finished one not yet swapped in, each as `{"step", "fingerprint",
+        "snapshot_time"}`, by step. Their snapshots are written to `snapshots/` when not there yet (thread mode) and
+        kept until their index is on disk, and their `index-<step>` directories are pinned, so that
+        [`IndexRefresher.resume_in_flight`] can take them up again from any checkpoint that names them.
+        """
+        self._poll()
+        records = []
+        if self._ready is not None:
+            ready = self._ready
+            records.append({"step": int(ready["step"]), "fingerprint": ready.get("expected_fingerprint"),
+                            "snapshot_time": float(ready["snapshot_time"])})
+        for build in (self._running, self._pending):
+            if build is None:
+                continue
+            path = os.path.join(self.root, "snapshots", f"snapshot-{build.step}.safetensors")
+            if not os.path.exists(path) and build.state_dict is not None:
+                save_file(build.state_dict, path)  # thread mode keeps it in memory only
+            self.kept_snapshots.add(build.step)
+            records.append({"step": build.step, "fingerprint": build.fingerprint, "snapshot_time": build.snapshot_time})
+        for record in records:
+            self.pin(record["step"])
+        return sorted(records, key=lambda record: record["step"])
+
+    def resume_in_flight(self, records: list[Mapping[str, Any]]) -> None:
+        r"""
+        Take up the refreshes a checkpoint recorded as in flight ([`IndexRefresher.in_flight`]), at once.
+
+        Semantics of a resumed run: a refresh whose index the interrupted run's builder finished (`index-<step>` on
+        disk) is swapped in at the first step after the checkpoint, with no rebuild; one whose build did not finish is
+        restarted now from its snapshot (kept on disk for this) and swapped in when it finishes, as a refresh
+        requested at the checkpoint step would be. The index versions and their order are those of the interrupted
+        run; the step of a restarted build's swap depends on how long it takes, as in any asynchronous refresh.
+        """
+        for record in sorted(records, key=lambda record: int(record["step"])):
+            step = int(record["step"])
+            if step <= self.index_step:
+                continue
+            self.pin(step)
+            name = f"index-{step}"
+            snapshot = os.path.join(self.root, "snapshots", f"snapshot-{step}.safetensors")
+            if os.path.isdir(os.path.join(self.root, name)):
+                latest = self._read_latest() or {}
+                self._ready = {
+                    "step": step, "directory": name, "snapshot_time": float(record["snapshot_time"]),
+                    "build_seconds": float(latest.get("build_seconds", 0.0)) if latest.get("step") == step else 0.0,
+                    "builder": latest.get("builder") if latest.get("step") == step else None,
+                    "expected_fingerprint": record.get("fingerprint"),
+                }
+                logger.info("Resuming the refresh of snapshot step %d: its index is on disk, swapped in next", step)
+            elif os.path.isfile(snapshot):
+                build = _Build(step=step, snapshot_time=float(record["snapshot_time"]), snapshot_path=snapshot,
+                               fingerprint=record.get("fingerprint"))
+                self.kept_snapshots.add(step)
+                if self._running is None:
+                    self._start(build)
+                else:
+                    if self._pending is not None:
+                        self._discard(self._pending)
+                    self._pending = build
+                logger.info("Resuming the refresh of snapshot step %d: restarting its build from the snapshot", step)
+            else:
+                logger.warning(
+                    "The checkpoint names a refresh of snapshot step %d in flight, but neither %s nor its snapshot is "
+                    "on disk; it is lost (the next scheduled refresh replaces it)", step, name,
+                )
 
     @property
     def busy(self) -> bool:
@@ -483,6 +608,11 @@ class IndexRefresher:
             "staleness_seconds": time.time() - float(ready["snapshot_time"]),
             "build_seconds": float(ready["build_seconds"]),
         }
+        report = ready.get("builder") or {}
+        if report:
+            record["builder_threads"] = int(report["num_threads"])
+            record["builder_niceness"] = int(report["niceness"])
+        self.builder_reports.append(report)
         self.stats.append(record)
         logger.info(
             "Swapped in the index of step %d at step %d: %d steps and %.1fs stale (build took %.1fs)",
@@ -528,6 +658,7 @@ class IndexRefresher:
             logger.info("Terminated the index build of step %d", build.step)
             self._discard(build)
             self._running = None
+        self._restore_trainer_threads()
 
     def _cleanup(self) -> None:
         """Delete old `index-<step>` directories beyond `keep_last` (never the one in use nor a pinned one)."""

@@ -74,7 +74,30 @@ class PretrainingArguments:
     use_null_document: bool = field(default=True, metadata={"help": "Add the null document to every candidate set."})
     refresh_schedule: str = field(default="500", metadata={"help": "'500' or Atlas-style '0-1000:100,1000-:500'."})
     refresh_mode: str = field(default="process", metadata={"help": "'process' or 'thread' index builder."})
-    refresh_threads: int | None = field(default=None, metadata={"help": "torch threads of the builder process."})
+    refresh_device: str | None = field(
+        default=None,
+        metadata={
+            "help": "Device of the index builder: 'cpu', 'cuda', 'cuda:1' (default: the trainer's device when it is "
+            "a GPU, else cpu)."
+        },
+    )
+    refresh_threads: int | None = field(
+        default=None, metadata={"help": "torch threads of the builder process (default 1: see refresh_niceness)."}
+    )
+    refresh_niceness: int | None = field(
+        default=None,
+        metadata={
+            "help": "os.nice increment of the builder process, 0-19 (default 19 when it builds on the CPU: it runs on "
+            "the CPU time the trainer leaves instead of oversubscribing the cores; 0 on a GPU)."
+        },
+    )
+    refresh_trainer_threads: int | None = field(
+        default=None,
+        metadata={
+            "help": "torch threads of the trainer while a build runs (process mode; default unchanged): with "
+            "refresh_threads, a partition of the cores instead of the builder's low priority."
+        },
+    )
     eval_qa_file: str | None = field(default=None, metadata={"help": "QA JSONL for zero-shot Recall@5."})
     eval_max_questions: int = field(default=200, metadata={"help": "Questions used for Recall@5."})
     eval_answerable_only: bool = field(

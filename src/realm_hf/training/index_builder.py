@@ -7,6 +7,8 @@ arrives as a state dict plus JSON-able paths.
 from __future__ import annotations
 
 import logging
+import os
+from dataclasses import dataclass
 
 import datasets
 import torch
@@ -27,6 +29,7 @@ def build_index_from_snapshot(
     index_type: str = "Flat",
     batch_size: int = 64,
     dtype: str | None = "bfloat16",
+    device: str | None = None,
 ) -> RealmIndex:
     """Rebuild the document tower of the retriever saved at `retriever_dir` with `state_dict` and index the blocks.
 
@@ -39,12 +42,89 @@ def build_index_from_snapshot(
         index_type: faiss factory string or `"torch-exact"`.
         batch_size: Blocks per forward.
         dtype: Autocast dtype name (`"bfloat16"`, `"float16"`, or None for fp32).
+        device: Where the document tower embeds the corpus (`"cpu"`, `"cuda"`, `"cuda:1"`; None: CPU). The index
+            returned lives on the CPU (the trainer moves it on load); `index.build_info["device"]` says where the
+            tower ran, for the refresher's report.
     """
+    target = torch.device(device or "cpu")
+    if target.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"The index builder was given device {device!r} but CUDA is not available here; use 'cpu'.")
     retriever = RealmRetriever.from_pretrained(retriever_dir)
     retriever.document_embedder.load_state_dict(state_dict)
+    retriever.to(target)
     blocks = datasets.load_from_disk(blocks_dir)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     autocast = getattr(torch, dtype) if dtype and dtype != "float32" else None
-    return RealmIndex.build(
-        blocks, retriever, tokenizer=tokenizer, index_type=index_type, batch_size=batch_size, dtype=autocast, step=step
+    used = str(next(retriever.document_embedder.parameters()).device)
+    logger.info("Embedding the corpus on %s with %d torch threads", used, torch.get_num_threads())
+    index = RealmIndex.build(
+        blocks, retriever, tokenizer=tokenizer, index_type=index_type, batch_size=batch_size, dtype=autocast,
+        step=step, device=target,
+    )
+    if target.type != "cpu":
+        index = index.to("cpu")
+    index.build_info = {"device": used}
+    return index
+
+
+@dataclass(frozen=True)
+class RefreshResources:
+    """Where and how hard the background builder runs, and the trainer's torch threads while it does.
+
+    Attributes:
+        device: The builder's device (`"cpu"`, `"cuda:0"`, ...).
+        num_threads: torch threads of the builder process (None: torch's default, all cores).
+        niceness: `os.nice` increment of the builder process.
+        trainer_threads: torch threads of the trainer while a build runs (None: unchanged).
+    """
+
+    device: str
+    num_threads: int | None
+    niceness: int
+    trainer_threads: int | None
+
+
+def refresh_resources(
+    trainer_device: str | torch.device,
+    device: str | None = None,
+    num_threads: int | None = None,
+    niceness: int | None = None,
+    trainer_threads: int | None = None,
+    cores: int | None = None,
+) -> RefreshResources:
+    r"""
+    Resolve the builder's device and thread budget from the pre-training arguments.
+
+    Defaults: the builder runs on the trainer's device when that is a GPU (embedding there is tens of times faster
+    than on the CPU; give `"cuda:1"` for a GPU of its own), else on the CPU. On the CPU the builder shares the
+    trainer's cores: by default it gets 1 thread at niceness 19, so it runs on the CPU time the trainer leaves instead
+    of oversubscribing the cores (benchmarks/results/refresh.md measures this against a half/half partition); a builder
+    on a GPU keeps 1 CPU thread (it feeds the GPU) and normal priority.
+
+    Args:
+        trainer_device: The trainer's device (`accelerator.device`).
+        device: `refresh_device`: `"cpu"`, `"cuda"`, `"cuda:1"`, or None for the default above.
+        num_threads: `refresh_threads`: builder torch threads (None: the default above).
+        niceness: `refresh_niceness`: `os.nice` increment of the builder process (None: the default above).
+        trainer_threads: `refresh_trainer_threads`: trainer threads while a build runs (None: unchanged).
+        cores: CPU cores (defaults to `os.cpu_count()`).
+
+    Raises:
+        `ValueError`: for a device that is neither CPU nor CUDA, or CUDA asked for where there is none.
+    """
+    trainer = torch.device(trainer_device)
+    target = torch.device(device) if device else (trainer if trainer.type == "cuda" else torch.device("cpu"))
+    if target.type not in ("cpu", "cuda"):
+        raise ValueError(f"refresh_device must be 'cpu', 'cuda' or 'cuda:<n>', got {device!r}.")
+    if target.type == "cuda" and device and not torch.cuda.is_available():
+        raise ValueError(f"refresh_device={device!r} but CUDA is not available here; use --refresh_device cpu.")
+    if target.type == "cuda" and target.index is None:
+        target = torch.device("cuda", trainer.index if trainer.type == "cuda" and trainer.index is not None else 0)
+    on_cpu = target.type == "cpu"
+    cores = cores or os.cpu_count() or 1
+    return RefreshResources(
+        device=str(target),
+        num_threads=num_threads if num_threads is not None else 1,
+        niceness=niceness if niceness is not None else (19 if on_cpu else 0),
+        trainer_threads=trainer_threads if trainer_threads is None else max(1, min(trainer_threads, cores)),
     )

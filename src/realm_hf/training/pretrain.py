@@ -30,7 +30,7 @@ from ..initial_weights import resolve_bert_path
 from ..metrics import CorpusAnswerFinder, recall_at_k
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
-from .index_builder import build_index_from_snapshot
+from .index_builder import build_index_from_snapshot, refresh_resources
 from .loop import TRAINER_STATE, TrainingLoop, complete_checkpoints, decay_parameter_groups, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -322,16 +322,24 @@ class RealmPretrainer(TrainingLoop):
             if self.index is not None:
                 # on disk like every refreshed index, so a checkpoint can name the index it trained with
                 self.index.save_pretrained(os.path.join(self.index_root, "index-0"))
+            args = self.pretraining_args
+            resources = refresh_resources(
+                self.accelerator.device, args.refresh_device, args.refresh_threads, args.refresh_niceness,
+                args.refresh_trainer_threads,
+            )
+            logger.info("Index builder: %s", resources)
             self.refresher = IndexRefresher(
                 self.index_root, build_index_from_snapshot,
                 builder_kwargs={
                     "retriever_dir": self.retriever_dir, "blocks_dir": self.blocks_dir,
                     "tokenizer_dir": self.retriever_dir, "index_type": self.corpus_args.index_type,
                     "batch_size": self.corpus_args.embed_batch_size, "dtype": self.corpus_args.embed_dtype,
+                    "device": resources.device,
                 },
-                mode=self.pretraining_args.refresh_mode,
-                schedule=RefreshSchedule(self.pretraining_args.refresh_schedule),
-                index=self.index, num_threads=self.pretraining_args.refresh_threads,
+                mode=args.refresh_mode,
+                schedule=RefreshSchedule(args.refresh_schedule),
+                index=self.index, num_threads=resources.num_threads, niceness=resources.niceness,
+                trainer_threads=resources.trainer_threads,
             )
 
     def _build_index_now(self, step: int, index_type: str | None = None) -> RealmIndex:
@@ -537,6 +545,8 @@ class RealmPretrainer(TrainingLoop):
         stats = self.refresher.stats if self.refresher is not None else []
         return {
             "index_step": self.index.step, "index_fingerprint": self.index.fingerprint, "refresh_stats": stats,
+            # refreshes requested but not swapped in: a resumed run takes them up at once (resume_in_flight)
+            "refresh_in_flight": self.refresher.in_flight() if self.refresher is not None else [],
             "retriever_start_step": self.retriever_start_step, "utility_window": self.utility_window,
         }
 
@@ -571,9 +581,13 @@ class RealmPretrainer(TrainingLoop):
             self.refresher.stats = list(state.get("refresh_stats", []))
             for checkpoint in complete_checkpoints(self.args.output_dir):  # keep what every checkpoint names
                 with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
-                    named = json.load(f).get("index_step")
-                if named is not None:
-                    self.refresher.pin(named)
+                    named = json.load(f)
+                if named.get("index_step") is not None:
+                    self.refresher.pin(named["index_step"])
+                for record in named.get("refresh_in_flight", []):
+                    self.refresher.pin(record["step"])
+                    self.refresher.kept_snapshots.add(int(record["step"]))
+            self.refresher.resume_in_flight(state.get("refresh_in_flight", []))
 
     def before_final_save(self) -> None:
         """On every rank: stop the refresher and, with `rebuild_final_index`, re-embed the corpus with the final
