@@ -20,6 +20,7 @@ __all__ = [
     "check_model",
     "check_positive",
     "check_qa_files",
+    "check_refresh_device",
     "check_refresh_schedule",
     "check_texts",
 ]
@@ -176,6 +177,16 @@ def check_refresh_schedule(value: str, option: str = "--refresh_schedule") -> No
     try:
         RefreshSchedule(value)
     except ValueError as error:
+        raise UsageError(f"{option}: {error}") from error
+
+
+def check_refresh_device(value: str, option: str = "--refresh_device") -> None:
+    """Check that the index builder's device is `cpu`, `cuda` or `cuda:<n>`, and that CUDA exists when asked for."""
+    from .training.index_builder import refresh_resources
+
+    try:
+        refresh_resources("cpu", device=value)
+    except (ValueError, RuntimeError) as error:
         raise UsageError(f"{option}: {error}") from error
 
 

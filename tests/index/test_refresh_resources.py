@@ -60,3 +60,13 @@ def test_default_resources_follow_the_trainer_device():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available here; use --refresh_device cpu"):
             refresh_resources("cpu", device="cuda:1")
+
+
+def test_a_bad_refresh_device_is_a_usage_error_before_any_work():
+    from realm_hf.training.arguments import PretrainingArguments
+    from realm_hf.training.entry_points import check_arguments
+    from realm_hf.validation import UsageError
+
+    with pytest.raises(UsageError, match="--refresh_device: refresh_device must be 'cpu', 'cuda' or 'cuda:<n>'"):
+        check_arguments([PretrainingArguments(refresh_device="mps")])
+    check_arguments([PretrainingArguments(refresh_device="cpu")])

@@ -25,7 +25,8 @@ from typing import Any, NoReturn
 from transformers import HfArgumentParser
 
 from ..validation import (
-    check_corpus, check_index_dir, check_index_type, check_model, check_qa_files, check_refresh_schedule,
+    check_corpus, check_index_dir, check_index_type, check_model, check_qa_files, check_refresh_device,
+    check_refresh_schedule,
 )
 from .arguments import CorpusArguments, IctArguments, LoopArguments, ModelArguments, PretrainingArguments, parse_arguments
 
@@ -61,6 +62,7 @@ _CHECKS: dict[str, Callable[[str, str], None]] = {
     "pretraining_corpus": check_corpus,
     "index_type": check_index_type,
     "refresh_schedule": check_refresh_schedule,
+    "refresh_device": check_refresh_device,
     "train_file": check_qa_files,
     "eval_file": check_qa_files,
     "qa_file": check_qa_files,
