@@ -13,13 +13,17 @@
 For each question the pipeline embeds `[CLS] question [SEP]` with the model's query tower, searches the index for the
 top `config.top_k` blocks, reads `[CLS] question [SEP] block_body [SEP]` (block part token type 1) with the reader,
 scoring each block by the query embedding against the block's embedding *stored in the index* (as in fine-tuning),
-and ranks answer spans by `p(z | x) · p(s | z, x)`.
+scores each span by `p(z | x) · p(s | z, x)` and ranks answers by their marginal probability
+`p(y | x) = Σ_z p(z | x) Σ_{s ∈ S(z, y)} p(s | z, x)`, summed over every span among the best
+`max(64, 4 · top_k)` whose text is `y` (case- and whitespace-insensitive), in any retrieved block: the quantity
+REALM's Open-QA fine-tuning maximizes (`log Σ_z p(y|z,x) p(z|x)`). An answer found in several blocks adds up; a
+confident span in one poorly retrieved block no longer beats it. Each answer's provenance (`block_id`, `evidence`)
+is its best span.
 
 Answer text is cut from the block text with the fast tokenizer's offset mapping: the reader reads the block text
 re-tokenized with offsets, so an answer is always a substring of its block, in the block's original casing. Blocks
 are made by tokenizing their sentences with the same tokenizer, so the re-tokenized body is the stored body
-wordpieces the fine-tuning collator uses, except for the rare block cut inside a word. Among spans with the same text
-(case-insensitive) only the best-scoring one is returned.
+wordpieces the fine-tuning collator uses, except for the rare block cut inside a word.
 
 Over-long questions (more than `retriever_config.query_max_length` wordpieces) are truncated to that length with a
 logged warning, the same `[CLS] question [SEP]` the retriever and the reader then see; empty or whitespace-only
@@ -62,13 +66,45 @@ from .index_loading import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OPEN_QA_TASK", "OPEN_QA_TASK_ALIAS", "OpenDomainQuestionAnsweringPipeline"]
+__all__ = ["OPEN_QA_TASK", "OPEN_QA_TASK_ALIAS", "OpenDomainQuestionAnsweringPipeline", "marginalize_answers"]
 
 OPEN_QA_TASK = "open-domain-question-answering"
 OPEN_QA_TASK_ALIAS = "realm-open-qa"
 """The short name of the task (a `PIPELINE_REGISTRY` task alias), paired with `"realm-fill-mask"`."""
-# spans kept per question before duplicates (the same answer text in several places) are merged
-_MIN_SPAN_CANDIDATES = 20
+# spans kept per question before those of the same answer text are summed (see `marginalize_answers`)
+_MIN_SPAN_CANDIDATES = 64
+
+
+def answer_key(text: str) -> str:
+    """What makes two spans the same answer: their text, lowercased, whitespace runs collapsed."""
+    return " ".join(text.lower().split())
+
+
+def marginalize_answers(log_scores: list[float], texts: list[str]) -> list[tuple[str, float, int]]:
+    r"""
+    Answers ranked by marginal probability: `p(y | x) = Σ_{spans i with answer_key(texts[i]) = y} exp(log_scores[i])`,
+    where `log_scores[i] = log p(z_i | x) + log p(s_i | z_i, x)` (REALM's Open-QA `Σ_z p(z|x) p(y|z,x)`).
+
+    Args:
+        log_scores (`list[float]`): Joint log-probabilities of candidate spans (`-inf` for none).
+        texts (`list[str]`): Their answer texts (empty for a span with no text).
+
+    Returns:
+        `list[(key, probability, best)]`, best answer first (ties: the one whose best span comes first): the answer key,
+        `p(y | x)` summed over its spans, and the position of its best span (its provenance).
+    """
+    totals: dict[str, list[float]] = {}
+    best: dict[str, int] = {}
+    for i, (log_score, text) in enumerate(zip(log_scores, texts)):
+        key = answer_key(text)
+        if not key or log_score == float("-inf"):
+            continue
+        totals.setdefault(key, []).append(log_score)
+        if key not in best or log_score > log_scores[best[key]]:
+            best[key] = i
+    ranked = [(key, float(torch.tensor(scores).logsumexp(0).exp()), best[key]) for key, scores in totals.items()]
+    ranked.sort(key=lambda item: (-item[1], item[2]))
+    return ranked
 
 
 class OpenDomainQuestionAnsweringPipeline(Pipeline):
@@ -96,8 +132,10 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
     Returns:
         Per question, a dict (a list of `top_k` dicts when `top_k > 1`) with
         - `answer` (`str`): the answer, a substring of the block text (`None` when no block has a readable span);
-        - `score` (`float`): `p(z | x) · p(s | z, x)` of the answer span;
-        - `block_id` (`int`), `title` (`str`): the block the answer was read from;
+        - `score` (`float`): `p(y | x)`, the answer's `p(z | x) · p(s | z, x)` summed over its spans in every
+          retrieved block (see [`marginalize_answers`]);
+        - `span_score` (`float`): `p(z | x) · p(s | z, x)` of its best span alone;
+        - `block_id` (`int`), `title` (`str`): the block of its best span;
         - `evidence` (`str`): that block's text with the answer marked as `**answer**`;
         - `start`, `end` (`int`): character offsets of the answer in the block text;
         - `documents` (`list[dict]`): the retrieved blocks, best first, each `{"block_id", "title", "score", "text"}`
@@ -316,25 +354,23 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         ]
         documents.sort(key=lambda doc: doc["score"], reverse=True)
 
-        answers: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        scores = model_outputs["answer_log_scores"][0].tolist()
-        for i, log_score in enumerate(scores):
-            if log_score == float("-inf") or len(answers) == top_k:
-                break
+        scores = model_outputs["answer_log_scores"][0].tolist()  # [n] log p(z|x) + log p(s|z,x), best first
+        spans = []
+        for i in range(len(scores)):
             candidate = int(model_outputs["answer_candidates"][0, i])
             char_start = int(model_outputs["answer_char_starts"][0, i])
             char_end = int(model_outputs["answer_char_ends"][0, i])
             text = rows["text"][candidate] or ""
-            answer = text[char_start:char_end]
-            key = " ".join(answer.lower().split())
-            if not key or key in seen or char_end <= char_start:
-                continue
-            seen.add(key)
+            spans.append((candidate, char_start, char_end, text[char_start:char_end] if char_end > char_start else ""))
+        answers: list[dict[str, Any]] = []
+        for _, probability, i in marginalize_answers(scores, [span[3] for span in spans])[:top_k]:
+            candidate, char_start, char_end, answer = spans[i]
+            text = rows["text"][candidate] or ""
             answers.append(
                 {
                     "answer": answer,
-                    "score": float(torch.tensor(log_score).exp()),
+                    "score": probability,
+                    "span_score": float(torch.tensor(scores[i]).exp()),
                     "block_id": int(block_ids[candidate]),
                     "title": rows["title"][candidate],
                     "evidence": f"{text[:char_start]}**{answer}**{text[char_end:]}",
@@ -345,7 +381,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             )
         if not answers:
             answers.append(
-                {"answer": None, "score": 0.0, "block_id": None, "title": None, "evidence": None, "start": None,
+                {"answer": None, "score": 0.0, "span_score": 0.0, "block_id": None, "title": None, "evidence": None, "start": None,
                  "end": None, "documents": documents}
             )
         return answers[0] if top_k == 1 else answers
