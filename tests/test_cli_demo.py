@@ -107,6 +107,8 @@ def test_bad_values_are_named():
 
 def test_training_questions_are_answered_by_their_articles(demo_run):
     from realm_hf.corpus import split_into_blocks
+    from realm_hf.demo_data import DEMO_QUESTIONS_FILE, load_demo_questions
+    from realm_hf.metrics import normalize_answer
 
     output = demo_run["output"]
     articles = read_jsonl(output / "data" / "corpus.jsonl")
@@ -117,15 +119,47 @@ def test_training_questions_are_answered_by_their_articles(demo_run):
     for article_id, text in zip(blocks["article_id"], blocks["text"]):
         texts[article_id] = texts.get(article_id, "") + " " + text.lower()
     titles = {article["id"]: article["title"] for article in articles}
+    settings = json.loads((output / "demo_settings.json").read_text())
+    evaluation = load_demo_questions(DEMO_QUESTIONS_FILE)
+    held_out = {normalize_answer(answer) for row in evaluation for answer in row["answers"]}
     for row in questions:
-        assert row["question"].endswith("?") and " ," not in row["question"] and row["answer_format"] == "text"
-        assert row["answers"] == [row["answers"][0]] and row["answers"][0].lower() in texts[row["article_id"]]
-        assert titles[row["article_id"]] == row["title"]
-    # the articles BM25 picked for the demo questions are in the corpus but make no training question
+        assert row["answer_format"] == "text" and titles[row["article_id"]] == row["title"]
+        assert any(answer.lower() in texts[row["article_id"]] for answer in row["answers"])
+        if settings["train_qa"]:  # real questions of the shared QA sets: no evaluation question or answer among them
+            assert row["source"] in ("webquestions-train.jsonl", "nq-dev.jsonl")
+            assert not {normalize_answer(answer) for answer in row["answers"]} & held_out
+            assert normalize_answer(row["question"]) not in {normalize_answer(r["question"]) for r in evaluation}
+        else:  # title probes
+            assert row["question"].endswith("?") and " ," not in row["question"]
+            assert row["answers"] == [row["answers"][0]]
+    # the articles BM25 picked for the demo questions are in the corpus
     selected, focus = commands.select_demo_articles(commands.DEMO_QUESTIONS, 40)
-    assert [a["id"] for a in selected] == [a["id"] for a in articles]
     assert focus and "Portuguese language" in focus
-    assert not set(focus) & {row["article_id"] for row in questions}
+
+
+def test_default_questions_are_the_default_split_of_the_questions_file():
+    from realm_hf.demo_data import DEMO_QUESTIONS_FILE, load_demo_questions
+
+    rows = load_demo_questions(DEMO_QUESTIONS_FILE)
+    assert [row["question"] for row in rows if row["split"] == "default"] == commands.DEMO_QUESTIONS
+    held_out = [row for row in rows if row["split"] == "held-out"]
+    assert len(held_out) == 20 and all(row["answers"] for row in held_out)
+
+
+def test_two_demo_runs_give_the_same_answers(demo_run, tmp_path):
+    """No index refresh races the training steps: a second run (same data) prints the same answers and scores."""
+    import shutil
+
+    second = tmp_path / "again"
+    shutil.copytree(demo_run["output"] / "data", second / "data")  # the data stage is deterministic too, and slow
+    shutil.copy(demo_run["output"] / "demo_settings.json", second / "demo_settings.json")
+    status, stdout, stderr = run_cli(["demo", "--output", str(second), *TINY_DEMO])
+    assert status == 0, stderr
+
+    def answers(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith(("Q: ", "A: ", "   source: ", "  ", "Right: "))]
+
+    assert answers(stdout) and answers(stdout) == answers(demo_run["stdout"])
 
 
 def test_demo_corpus_spreads_over_the_alphabet():

@@ -30,7 +30,9 @@ import argparse
 import logging
 import sys
 
-from .demo_defaults import DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS
+from .demo_defaults import (
+    DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_TRAIN_QUESTIONS,
+)
 
 
 def _add_demo(subparsers) -> None:
@@ -51,6 +53,18 @@ def _add_demo(subparsers) -> None:
     parser.add_argument("--pretrain-articles", type=int, default=DEMO_PRETRAIN_ARTICLES, help="Articles pre-trained on (default: %(default)s).")
     parser.add_argument("--pretrain-steps", type=int, default=DEMO_PRETRAIN_STEPS, help="REALM pre-training steps (default: %(default)s).")
     parser.add_argument("--finetune-steps", type=int, default=DEMO_FINETUNE_STEPS, help="Open-QA fine-tuning steps (default: %(default)s).")
+    parser.add_argument(
+        "--train-qa", default="auto",
+        help="Folder of the shared QA sets to fine-tune on (WebQuestions train, NQ-open dev; questions answerable from "
+        "the corpus, the demo questions and their answers left out); 'auto': ../shared/data/qa when it exists; "
+        "'titles': questions made from the corpus itself (title probes) (default: %(default)s).",
+    )
+    parser.add_argument("--train-questions", type=int, default=DEMO_TRAIN_QUESTIONS, help="Training questions taken from --train-qa at most (default: %(default)s).")
+    parser.add_argument(
+        "--questions-file", default="auto",
+        help="JSONL of evaluation questions with answers (split 'default': asked and shown; 'held-out': asked and "
+        "scored); 'auto': examples/demo_questions.jsonl of the source checkout when it exists; 'none' (default: %(default)s).",
+    )
     parser.add_argument("--retrieval-only", action="store_true", help="Only index with MiniLM and show the top blocks (no training, no answer).")
     parser.add_argument("-k", "--top-k", type=int, default=3, help="Blocks shown per question with --retrieval-only.")
     parser.add_argument("--batch-size", type=int, default=64, help="Blocks per forward pass when indexing with --retrieval-only.")
@@ -194,7 +208,7 @@ def _demo(args: argparse.Namespace) -> int:
     import os
 
     from .commands import DemoSettings, run_demo, run_retrieval_demo
-    from .validation import check_positive, check_texts
+    from .validation import UsageError, check_positive, check_texts
 
     if args.question is not None:
         args.question = check_texts(args.question, "question", 'realm-hf demo --question "who wrote hamlet"')
@@ -207,10 +221,29 @@ def _demo(args: argparse.Namespace) -> int:
             top_k=args.top_k, batch_size=args.batch_size,
         )
         return 0
+    from .demo_data import DEMO_QUESTIONS_FILE, SHARED_QA_DIR
+
+    if args.train_qa == "auto":
+        train_qa = os.path.abspath(SHARED_QA_DIR) if os.path.isdir(SHARED_QA_DIR) else None
+    elif args.train_qa == "titles":
+        train_qa = None
+    else:
+        if not os.path.isdir(args.train_qa):
+            raise UsageError(f"--train-qa {args.train_qa!r} is not a folder; pass the folder of the shared QA sets, 'auto' or 'titles'.")
+        train_qa = os.path.abspath(args.train_qa)
+    if args.questions_file == "auto":
+        questions_file = str(DEMO_QUESTIONS_FILE) if DEMO_QUESTIONS_FILE.is_file() else None
+    elif args.questions_file == "none":
+        questions_file = None
+    else:
+        if not os.path.isfile(args.questions_file):
+            raise UsageError(f"--questions-file {args.questions_file!r} does not exist; pass a JSONL file, 'auto' or 'none'.")
+        questions_file = os.path.abspath(args.questions_file)
     settings = DemoSettings(
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
-        finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
+        finetune_steps=args.finetune_steps, tiny_models=args.tiny_models, train_qa=train_qa,
+        train_questions=args.train_questions, questions_file=questions_file,
     )
     return run_demo(args.output, questions=args.question, settings=settings)
 

@@ -20,6 +20,7 @@ from transformers import AutoTokenizer
 from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS,
+    DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import resolve_bert_path
@@ -152,6 +153,10 @@ class DemoSettings:
             is refreshed once, half-way).
         finetune_steps (`int`): Open-QA fine-tuning steps (batch 4, top-5 blocks).
         tiny_models (`bool`): Pre-train tiny random models instead of MiniLM (tests: seconds instead of minutes).
+        train_qa (`str`, *optional*): Folder of the shared QA sets to fine-tune on ([`shared_qa_training_questions`]);
+            `None`: title-probe questions made from the corpus itself ([`title_probe_examples`]).
+        train_questions (`int`): Training questions taken from `train_qa` at most.
+        questions_file (`str`, *optional*): The evaluation questions with their answers ([`load_demo_questions`]).
     """
 
     max_articles: int = DEMO_INDEX_ARTICLES
@@ -159,9 +164,12 @@ class DemoSettings:
     pretrain_steps: int = DEMO_PRETRAIN_STEPS
     finetune_steps: int = DEMO_FINETUNE_STEPS
     tiny_models: bool = False
+    train_qa: str | None = None
+    train_questions: int = DEMO_TRAIN_QUESTIONS
+    questions_file: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_articles", "pretrain_articles", "pretrain_steps", "finetune_steps"):
+        for name in ("max_articles", "pretrain_articles", "pretrain_steps", "finetune_steps", "train_questions"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}.")
@@ -192,40 +200,52 @@ def demo_masking() -> str:
 
 
 def select_demo_articles(
-    questions: list[str], max_articles: int, focus_per_question: int = DEMO_FOCUS_ARTICLES, seed: int = 0
+    questions: list[str], max_articles: int, focus_per_question: int = DEMO_FOCUS_ARTICLES, seed: int = 0,
+    required: list[int] | None = None, articles: list[dict] | None = None, bm25: Any = None,
 ) -> tuple[list[dict], list[str]]:
     r"""
     The demo's knowledge corpus: `max_articles` articles of the embedded corpus (10,033 Wikipedia lead sections,
     sorted by title, so a prefix would be all "A..."): for each question its `focus_per_question` best articles by
-    BM25 (when `bm25s` is installed; at most half the corpus), then an even spread over the rest of the alphabet;
-    shuffled with `seed`, so any prefix is a sample too (pre-training takes one).
+    BM25 (when `bm25s` is installed; at most half the corpus), then the `required` articles (positions in the
+    embedded corpus: those holding the answers of the training questions), then an even spread over the rest of the
+    alphabet; shuffled with `seed`, so any prefix is a sample too (pre-training takes one). Articles are chosen by
+    the questions' words, never by their answers.
 
     Returns:
         `(articles, focus_ids)`: the `{"id", "title", "text"}` articles and the ids of those BM25 chose.
     """
-    articles = _load_articles("embedded", None).to_list()
+    articles = articles if articles is not None else _load_articles("embedded", None).to_list()
     size = min(max_articles, len(articles))
-    focus = _bm25_focus(articles, questions, min(focus_per_question, len(articles)), size // 2)
-    taken = set(focus)
-    rest = [i for i in range(len(articles)) if i not in taken]
-    spread = np.unique(np.linspace(0, len(rest) - 1, num=size - len(focus)).round().astype(int)) if rest else []
-    chosen = focus + [rest[i] for i in spread]
+    focus = _bm25_focus(articles, questions, min(focus_per_question, len(articles)), size // 2, bm25)
+    taken = list(dict.fromkeys(focus + [i for i in required or [] if i not in set(focus)]))[:size]
+    chosen_set = set(taken)
+    rest = [i for i in range(len(articles)) if i not in chosen_set]
+    spread = np.unique(np.linspace(0, len(rest) - 1, num=size - len(taken)).round().astype(int)) if rest and size > len(taken) else []
+    chosen = taken + [rest[i] for i in spread]
     random.Random(seed).shuffle(chosen)
     logger.info(
-        "Demo corpus: %d of %d embedded articles (%d chosen by BM25 for the %d questions, %d spread over the rest)",
-        len(chosen), len(articles), len(focus), len(questions), len(chosen) - len(focus),
+        "Demo corpus: %d of %d embedded articles (%d chosen by BM25 for the %d questions, %d holding training answers, "
+        "%d spread over the rest)", len(chosen), len(articles), len(focus), len(questions), len(taken) - len(focus),
+        len(chosen) - len(taken),
     )
     return [articles[i] for i in chosen], [articles[i]["id"] for i in focus]
 
 
-def _bm25_focus(articles: list[dict], questions: list[str], per_question: int, limit: int) -> list[int]:
-    """Positions of the BM25 top articles of each question, best first, at most `limit` (none without bm25s)."""
+def _article_bm25(articles: list[dict]) -> Any:
+    """BM25 over `articles` (`block_id` = position), or `None` without bm25s."""
     if importlib.util.find_spec("bm25s") is None:
         logger.info("bm25s is not installed (pip install bm25s): the demo corpus is an even sample only")
-        return []
+        return None
     from .index.bm25 import Bm25Retriever
 
-    bm25 = Bm25Retriever([{"block_id": i, "title": a["title"], "text": a["text"]} for i, a in enumerate(articles)])
+    return Bm25Retriever([{"block_id": i, "title": a["title"], "text": a["text"]} for i, a in enumerate(articles)])
+
+
+def _bm25_focus(articles: list[dict], questions: list[str], per_question: int, limit: int, bm25: Any = None) -> list[int]:
+    """Positions of the BM25 top articles of each question, best first, at most `limit` (none without bm25s)."""
+    bm25 = bm25 or _article_bm25(articles)
+    if bm25 is None:
+        return []
     ranked = bm25.search_text(questions, k=per_question).T.reshape(-1).tolist()  # round robin over the questions
     return list(dict.fromkeys(ranked))[:limit]
 
@@ -239,34 +259,58 @@ def _write_jsonl(path: str, rows: list[dict]) -> None:
     os.replace(partial, path)
 
 
-def prepare_demo_data(corpus_file: str, qa_file: str, questions: list[str], settings: DemoSettings) -> None:
+def prepare_demo_data(
+    corpus_file: str, qa_file: str, questions: list[str], settings: DemoSettings, evaluation: list[dict] | None = None
+) -> None:
     r"""
     Write the demo corpus to `corpus_file` (JSONL articles, see [`select_demo_articles`]) and the Open-QA training
-    questions made from it to `qa_file` (one [`title_probe`] question per article, answered by its title). The
-    questions of the articles BM25 chose for `questions` are left out, so the demo's answers are not read off a
-    near-copy seen in training.
+    questions to `qa_file`.
+
+    With `settings.train_qa` (the shared QA sets), the training questions are real questions whose answers occur in
+    their BM25 top articles ([`shared_qa_training_questions`]; the evaluation questions and their answers left out),
+    and those articles join the corpus. Without, one [`title_probe`] question per article, answered by its title,
+    leaving out the articles BM25 chose for `questions`, so the demo's answers are not read off a near-copy seen in
+    training.
     """
+    from .demo_data import shared_qa_training_questions
     from .knowledge import title_probe_examples
 
-    articles, focus_ids = select_demo_articles(questions, settings.max_articles)
-    examples = title_probe_examples(articles, exclude_ids=focus_ids)
+    embedded = _load_articles("embedded", None).to_list()
+    bm25 = _article_bm25(embedded)
+    evaluation = evaluation or []
+    focus_questions = list(dict.fromkeys([*questions, *(row["question"] for row in evaluation)]))
+    training: list[dict] = []
+    if settings.train_qa and bm25 is not None:
+        training = shared_qa_training_questions(
+            embedded, bm25, settings.train_qa, evaluation or [{"question": q, "answers": []} for q in questions],
+            limit=settings.train_questions,
+        )
+    position = {article["id"]: i for i, article in enumerate(embedded)}
+    articles, focus_ids = select_demo_articles(
+        focus_questions, settings.max_articles, required=[position[row["article_id"]] for row in training],
+        articles=embedded, bm25=bm25,
+    )
+    in_corpus = {article["id"] for article in articles}
+    examples = [row for row in training if row["article_id"] in in_corpus]
+    if not settings.train_qa or bm25 is None:
+        examples = title_probe_examples(articles, exclude_ids=focus_ids)
     if not examples:
         raise ValueError(
             f"No training question could be made from the {len(articles)} demo articles; raise --max-articles."
         )
     _write_jsonl(corpus_file, [{"id": a["id"], "title": a["title"], "text": a["text"]} for a in articles])
     _write_jsonl(qa_file, examples)
-    logger.info(
-        "Wrote %d training questions from %d articles (%d articles about the demo questions held out) to %s",
-        len(examples), len(articles), len(focus_ids), qa_file,
-    )
+    logger.info("Wrote %d training questions over %d articles to %s", len(examples), len(articles), qa_file)
 
 
 def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -> list[dict]:
     r"""
     Stage 1: brief REALM pre-training ([`RealmPretrainer`]) on `settings.pretrain_articles` demo articles (X = Z),
     from the packaged MiniLM as the sentence embedder it was trained as (mean pooling, no projection, normalized),
-    with salient-span masking (random spans without spaCy) and one index refresh half-way; into `<output>/final`.
+    with salient-span masking (random spans without spaCy); into `<output>/final`. The index is not refreshed
+    during these few steps: an asynchronous refresh swaps in at a timing-dependent step, and the demo must give the
+    same answers on every run (fine-tuning builds its index from the pre-trained document tower anyway, as REALM's
+    Open-QA does).
     """
     from .training.arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
     from .training.pretrain import RealmPretrainer
@@ -290,9 +334,8 @@ def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -
     )
     pretraining_args = PretrainingArguments(
         masking=demo_masking(), num_candidates=4,
-        # one refresh half-way (a range that stops before the last step, whose index is rebuilt anyway)
-        refresh_schedule=f"0-{settings.pretrain_steps}:{max(1, (settings.pretrain_steps + 1) // 2)}",
-        refresh_mode="thread", eval_mlm_examples=0,  # a held-out MLM accuracy on a handful of sentences is noise
+        refresh_schedule="none",  # deterministic: no background build racing the training steps
+        eval_mlm_examples=0,  # a held-out MLM accuracy on a handful of sentences is noise
     )
     return RealmPretrainer(loop_args, model_args, corpus_args, pretraining_args).train()
 
@@ -320,25 +363,50 @@ def finetune_demo_model(
     return OpenQaTrainer(loop_args, ModelArguments(), corpus_args, openqa_args).train()
 
 
-def answer_questions(model: str, questions: list[str]) -> int:
-    """Stage 3: answer `questions` with the Open-QA pipeline of `model` (and its index); prints answer and evidence."""
+def answer_questions(model: str, questions: list[str], evaluation: list[dict] | None = None) -> int:
+    r"""
+    Stage 3: answer `questions` with the Open-QA pipeline of `model` (and its index); prints answer and evidence.
+
+    With `evaluation` ([`load_demo_questions`] rows), its questions are asked too and scored by exact match against
+    their reference answers: the `"default"` ones printed in full, the `"held-out"` ones one line each, then a line
+    `Right: default k/n, held-out k/n`. Returns the number of questions that could not be answered (errors).
+    """
     import sys
 
     from transformers import pipeline
 
+    from .metrics import exact_match
     from .pipelines import OPEN_QA_TASK
 
     qa = pipeline(OPEN_QA_TASK, model=model)
+    references = {row["question"]: row for row in evaluation or []}
+    asked = list(dict.fromkeys([*questions, *(row["question"] for row in evaluation or [])]))
     failures = 0
-    for question in questions:
-        print()
+    right: dict[str, list[bool]] = {}
+    for question in asked:
+        row = references.get(question)
+        full = row is None or row.get("split") == "default" or question in questions
         try:
             result = qa(question)
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             failures += 1
             continue
-        _print_answers(question, result if isinstance(result, list) else [result])
+        result = result if isinstance(result, dict) else result[0]
+        verdict = ""
+        if row is not None:
+            correct = result["answer"] is not None and exact_match(result["answer"], row["answers"])
+            right.setdefault(row.get("split", "held-out"), []).append(correct)
+            verdict = f"  [{'right' if correct else 'wrong'}; reference: {row['answers'][0]}]"
+        if full:
+            print()
+            _print_answers(question, [result])
+            if verdict:
+                print(f"  {verdict.strip()}")
+        else:
+            print(f"  {question} -> {result['answer']} ({result['title']}){verdict}")
+    if right:
+        print("\nRight: " + ", ".join(f"{split} {sum(v)}/{len(v)}" for split, v in right.items()))
     return failures
 
 
@@ -373,8 +441,12 @@ def run_demo(output: str, questions: list[str] | None = None, settings: DemoSett
     """
     import sys
 
+    from .demo_data import load_demo_questions
+
     settings = settings or DemoSettings()
-    questions = questions or DEMO_QUESTIONS
+    evaluation = load_demo_questions(settings.questions_file) if settings.questions_file else []
+    if not questions:  # the default questions, from the evaluation file when there is one
+        questions = [row["question"] for row in evaluation if row["split"] == "default"] or DEMO_QUESTIONS
     changed = _check_demo_settings(output, settings)
     if changed:
         print(
@@ -399,7 +471,7 @@ def run_demo(output: str, questions: list[str] | None = None, settings: DemoSett
     corpus_file, qa_file = os.path.join(data, "corpus.jsonl"), os.path.join(data, "train-qa.jsonl")
     pretrain_dir, openqa_dir = os.path.join(output, "pretrain"), os.path.join(output, "openqa")
     stage("data", os.path.isfile(qa_file) and os.path.isfile(corpus_file),
-          lambda: prepare_demo_data(corpus_file, qa_file, questions, settings), data)
+          lambda: prepare_demo_data(corpus_file, qa_file, questions, settings, evaluation), data)
     stage("pretrain", _finished(pretrain_dir), lambda: pretrain_demo_model(pretrain_dir, corpus_file, settings),
           pretrain_dir)
     stage("finetune", _finished(openqa_dir), lambda: finetune_demo_model(
@@ -410,7 +482,7 @@ def run_demo(output: str, questions: list[str] | None = None, settings: DemoSett
     def answer() -> None:
         nonlocal failures
         print(f"\nAnswers of the fine-tuned model {model}:")
-        failures = answer_questions(model, questions)
+        failures = answer_questions(model, questions, evaluation)
 
     stage("answer", False, answer, model)
     print("\nDemo summary: " + ", ".join(

@@ -4,13 +4,15 @@ A module of constants with no imports, so that `realm-hf --help` stays light and
 between the two.
 """
 
-DEMO_INDEX_ARTICLES = 1000
-"""Articles of the demo's knowledge corpus (the Open-QA index, ~1,300 blocks), `--max-articles`."""
+DEMO_INDEX_ARTICLES = 1500
+"""Articles of the demo's knowledge corpus (the Open-QA index, ~1,900 blocks), `--max-articles`."""
 DEMO_PRETRAIN_ARTICLES = 200
 """Articles pre-trained on (X = Z, a sample of the demo corpus), `--pretrain-articles`."""
 DEMO_PRETRAIN_STEPS = 10
-"""REALM pre-training steps (batch 2, 4 candidates with the null document; one index refresh half-way)."""
-DEMO_FINETUNE_STEPS = 20
+"""REALM pre-training steps (batch 2, 4 candidates with the null document; no index refresh, so runs repeat)."""
+DEMO_FINETUNE_STEPS = 120
 """Open-QA fine-tuning steps (batch 4, top-5 blocks), `--finetune-steps`."""
-DEMO_FOCUS_ARTICLES = 25
+DEMO_FOCUS_ARTICLES = 50
 """Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
+DEMO_TRAIN_QUESTIONS = 600
+"""Open-QA training questions taken from the shared QA sets at most, `--train-questions`."""

@@ -1,0 +1,119 @@
+"""What `realm-hf demo` asks and what it fine-tunes on: its evaluation questions and its Open-QA training questions.
+
+- Evaluation questions (`examples/demo_questions.jsonl`): the 4 default questions and 20 held-out ones, each with its
+  reference answers (used only to count right answers, never to build the corpus or the training set beyond the
+  leakage filter below).
+- Training questions ([`shared_qa_training_questions`]): real questions of the shared QA training sets (WebQuestions
+  train, NQ-open dev) whose answer string occurs in one of their BM25 top articles of the embedded corpus (distant
+  supervision, as REALM's Open-QA fine-tuning: only the question and its answers are given). They teach the reader
+  the kinds of questions asked. Questions equal to an evaluation question, or sharing a reference answer with one,
+  are left out, so no evaluation answer is ever a training target.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+from .metrics import normalize_answer
+
+logger = logging.getLogger(__name__)
+
+DEMO_QUESTIONS_FILE = Path(__file__).resolve().parents[2] / "examples" / "demo_questions.jsonl"
+"""The demo's evaluation questions in a source checkout (`pip install -e`); `--questions-file` names another."""
+SHARED_QA_DIR = os.path.join("..", "shared", "data", "qa")
+"""Where the shared QA sets live, relative to the working directory (see `../shared/data/DATA.md`)."""
+SHARED_QA_FILES = ("webquestions-train.jsonl", "nq-dev.jsonl")
+"""The text-answer QA sets the demo fine-tunes on (short factoid questions like the demo's own)."""
+
+
+def load_demo_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
+    r"""
+    The demo's evaluation questions: JSONL rows `{"question", "answers", "answer_format": "text", "split"}` where
+    `split` is `"default"` (asked and shown in full) or `"held-out"` (asked, scored, one line each).
+
+    Raises:
+        `ValueError`: naming the file and line of a row without a question or answers.
+    """
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if not isinstance(row.get("question"), str) or not row.get("answers"):
+                raise ValueError(f"{path}:{number}: a demo question needs 'question' and 'answers', got {row}.")
+            row.setdefault("split", "held-out")
+            rows.append(row)
+    return rows
+
+
+def _mentions(text: str, answer: str) -> bool:
+    """Whether `answer` occurs in `text` as whole words (case-insensitive); one-character answers never do."""
+    return len(answer) > 1 and re.search(r"(?<!\w)" + re.escape(answer) + r"(?!\w)", text, re.IGNORECASE) is not None
+
+
+def shared_qa_training_questions(
+    articles: list[dict], bm25: Any, qa_dir: str, exclude: list[dict], limit: int, per_question: int = 3,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    r"""
+    Open-QA training questions from the shared QA sets that the embedded corpus can answer.
+
+    A question is kept when one of its reference answers occurs (whole words) in one of its `per_question` BM25
+    best articles; the first such article is recorded (`article_id`, `title`) so the demo corpus can include it.
+    Questions whose normalized text equals an evaluation question's, or whose answers share a normalized answer
+    with one, are dropped (no evaluation answer is a training target).
+
+    Args:
+        articles (`list[dict]`): The whole embedded corpus, `{"id", "title", "text"}`.
+        bm25 ([`Bm25Retriever`]): BM25 over `articles`, `block_id` = position in `articles`.
+        qa_dir (`str`): Folder of [`SHARED_QA_FILES`].
+        exclude (`list[dict]`): The evaluation questions ([`load_demo_questions`]).
+        limit (`int`): Questions returned at most (a seeded sample, in file order).
+        per_question (`int`): BM25 articles searched for the answer.
+
+    Returns:
+        `list[dict]`: rows of the QA JSONL format with `title`, `article_id` and `source` (the QA file).
+    """
+    excluded_questions = {normalize_answer(row["question"]) for row in exclude}
+    excluded_answers = {normalize_answer(answer) for row in exclude for answer in row["answers"]}
+    candidates: list[dict[str, Any]] = []
+    for name in SHARED_QA_FILES:
+        path = os.path.join(qa_dir, name)
+        if not os.path.isfile(path):
+            logger.info("%s not found: the demo fine-tunes without it", path)
+            continue
+        with open(path, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        rows = [
+            row for row in rows
+            if row.get("answer_format", "text") == "text"
+            and normalize_answer(row["question"]) not in excluded_questions
+            and not {normalize_answer(answer) for answer in row["answers"]} & excluded_answers
+        ]
+        if not rows:
+            continue
+        ranked = bm25.search_text([row["question"] for row in rows], k=per_question).tolist()  # [Q, per_question]
+        for row, positions in zip(rows, ranked):
+            for position in positions:
+                article = articles[position]
+                answers = [answer for answer in row["answers"] if _mentions(article["text"], answer)]
+                if answers:
+                    candidates.append(
+                        {"question": row["question"], "answers": answers, "answer_format": "text",
+                         "title": article["title"], "article_id": article["id"], "source": name}
+                    )
+                    break
+    chosen = sorted(random.Random(seed).sample(range(len(candidates)), min(limit, len(candidates))))
+    examples = [{"id": i, **candidates[c]} for i, c in enumerate(chosen)]
+    logger.info(
+        "Training questions: %d of %d answerable shared QA questions (%s), evaluation questions and answers left out",
+        len(examples), len(candidates), ", ".join(SHARED_QA_FILES),
+    )
+    return examples
