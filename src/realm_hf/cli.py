@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from collections.abc import Callable
 
 from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_TRAIN_QUESTIONS,
@@ -41,14 +43,14 @@ def _add_demo(subparsers) -> None:
         help="The REALM story on the embedded default corpus: pre-train briefly, fine-tune briefly, answer (CPU, minutes).",
         description="Pre-train MiniLM briefly with REALM (salient-span MLM through retrieval, one index refresh), "
         "fine-tune it for Open-QA on questions made from the corpus, and answer a few questions with their evidence. "
-        "Finished stages in --output are reused. --retrieval-only keeps the old fast path: index with MiniLM, "
-        "show the top blocks, no answer.",
+        "Finished stages in --output are reused. --retrieval-only is the fast path: index the same-sized corpus once "
+        "with MiniLM, show the top blocks, no training, no answer.",
     )
     parser.add_argument("--output", default="outputs/demo", help="Where the data, the models and the indexes go (default: %(default)s).")
     parser.add_argument("--question", action="append", default=None, help="A question to ask (repeatable; default: 4 demo questions).")
     parser.add_argument(
         "--max-articles", type=int, default=None,
-        help=f"Articles of the knowledge corpus (default: {DEMO_INDEX_ARTICLES:,}; with --retrieval-only, all 10,033).",
+        help=f"Articles of the knowledge corpus (default: {DEMO_INDEX_ARTICLES:,}, with --retrieval-only too).",
     )
     parser.add_argument("--pretrain-articles", type=int, default=DEMO_PRETRAIN_ARTICLES, help="Articles pre-trained on (default: %(default)s).")
     parser.add_argument("--pretrain-steps", type=int, default=DEMO_PRETRAIN_STEPS, help="REALM pre-training steps (default: %(default)s).")
@@ -204,11 +206,23 @@ def _configure_logging(verbose: bool) -> None:
     )
 
 
-def _demo(args: argparse.Namespace) -> int:
-    import os
+def _auto_path(value: str, option: str, auto: str, off: str, exists: Callable[[str], bool], what: str) -> str | None:
+    """An absolute path from a demo option taking a path, `'auto'` (`auto` when it exists, else `None`) or `off` (`None`)."""
+    from .validation import UsageError
 
+    if value == off:
+        return None
+    if value == "auto":
+        return os.path.abspath(auto) if exists(auto) else None
+    if not exists(value):
+        raise UsageError(f"{option} {value!r} does not exist; pass {what}, 'auto' or {off!r}.")
+    return os.path.abspath(value)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """`realm-hf demo`: check the arguments, then the retrieval-only fast path or the full demo."""
     from .commands import DemoSettings, run_demo, run_retrieval_demo
-    from .validation import UsageError, check_positive, check_texts
+    from .validation import check_positive, check_texts
 
     if args.question is not None:
         args.question = check_texts(args.question, "question", 'realm-hf demo --question "who wrote hamlet"')
@@ -223,22 +237,8 @@ def _demo(args: argparse.Namespace) -> int:
         return 0
     from .demo_data import DEMO_QUESTIONS_FILE, SHARED_QA_DIR
 
-    if args.train_qa == "auto":
-        train_qa = os.path.abspath(SHARED_QA_DIR) if os.path.isdir(SHARED_QA_DIR) else None
-    elif args.train_qa == "titles":
-        train_qa = None
-    else:
-        if not os.path.isdir(args.train_qa):
-            raise UsageError(f"--train-qa {args.train_qa!r} is not a folder; pass the folder of the shared QA sets, 'auto' or 'titles'.")
-        train_qa = os.path.abspath(args.train_qa)
-    if args.questions_file == "auto":
-        questions_file = str(DEMO_QUESTIONS_FILE) if DEMO_QUESTIONS_FILE.is_file() else None
-    elif args.questions_file == "none":
-        questions_file = None
-    else:
-        if not os.path.isfile(args.questions_file):
-            raise UsageError(f"--questions-file {args.questions_file!r} does not exist; pass a JSONL file, 'auto' or 'none'.")
-        questions_file = os.path.abspath(args.questions_file)
+    train_qa = _auto_path(args.train_qa, "--train-qa", SHARED_QA_DIR, "titles", os.path.isdir, "the folder of the shared QA sets")
+    questions_file = _auto_path(args.questions_file, "--questions-file", str(DEMO_QUESTIONS_FILE), "none", os.path.isfile, "a JSONL file")
     settings = DemoSettings(
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
