@@ -22,8 +22,12 @@ masking, B=2, 8 candidates incl. the null document, Flat index, bf16, seed 0: ev
 `--steps` steps in each case:
 
 - ``none``: the refresher exists but its schedule never fires (`refresh_schedule="0"`): the baseline;
-- ``process``: a refresh every `--refresh-every` steps by a background `spawn`ed builder process with the library's
-  default thread count (`refresh_threads=None`: torch's default, all cores);
+- ``process-all``: a refresh every `--refresh-every` steps by a background `spawn`ed builder process with all cores
+  at the trainer's priority (the library's default before the thread budget: torch's default thread count);
+- ``process``: the same with the library's default thread budget on the CPU (`refresh_threads=None`,
+  `refresh_niceness=None`: the builder at 1 thread and niceness +19, the trainer keeps its threads);
+- ``partition``: the same with the cores split: the builder at max(1, cores // 2) threads, normal priority, the
+  trainer reduced to the rest while a build runs (`refresh_trainer_threads`);
 - ``thread``: the same from a builder thread inside the trainer process (optional, `--cases ... thread`).
 
 Every run is a fresh worker process (`--worker`), so a builder left over from one case cannot slow the next; the
@@ -65,12 +69,29 @@ from bench_models import cpu_model
 logger = logging.getLogger("bench_refresh")
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-CASES = ("none", "process", "thread")
+CASES = ("none", "process-all", "process", "partition", "thread")
 CASE_LABELS = {
     "none": "no refresh",
-    "process": "refresh in a background process",
+    "process-all": "refresh in a background process, all cores (old default)",
+    "process": "refresh in a background process, 1 thread at niceness +19 (new default)",
+    "partition": "refresh in a background process, cores split half/half",
     "thread": "refresh in a background thread",
 }
+
+
+def builder_settings(case: str, cores: int, refresh_threads: int | None) -> dict[str, int | None]:
+    """The builder's thread budget of `case` as `PretrainingArguments` fields (`--refresh-threads` overrides)."""
+    if case == "process-all":
+        settings = {"refresh_threads": cores, "refresh_niceness": 0}
+    elif case == "partition":
+        builder = max(1, cores // 2)
+        settings = {"refresh_threads": builder, "refresh_niceness": 0,
+                    "refresh_trainer_threads": max(1, cores - builder)}
+    else:
+        settings = {}
+    if refresh_threads is not None and case != "none":
+        settings["refresh_threads"] = refresh_threads
+    return settings
 
 # The real run: packaged MiniLM on wiki-2015 (examples/configs/cpu-small.yaml's shapes, fewer articles).
 REAL = dict(
@@ -162,7 +183,8 @@ def run_worker(case: str, job: dict) -> dict:
     pretraining = PretrainingArguments(
         refresh_schedule="0" if case == "none" else str(job["refresh_every"]),
         refresh_mode="thread" if case == "thread" else "process",
-        refresh_threads=job["refresh_threads"], eval_mlm_examples=0, eval_qa_file=None, **settings["pretraining"],
+        eval_mlm_examples=0, eval_qa_file=None, **builder_settings(case, os.cpu_count() or 1, job["refresh_threads"]),
+        **settings["pretraining"],
     )
     began = time.perf_counter()
     trainer = timed_trainer_class()(loop, model, corpus, pretraining,
@@ -233,17 +255,25 @@ def summarize(runs: list[dict], cases: list[str], warmup: int) -> dict:
             "staleness_s_mean": mean_or_none([r["staleness_seconds"] for r in refreshes]),
             "staleness_s_max": max((r["staleness_seconds"] for r in refreshes), default=None),
             "build_s_mean": mean_or_none([r["build_seconds"] for r in refreshes]),
+            "builder_threads": sorted({r["builder_threads"] for r in refreshes if "builder_threads" in r}),
+            "builder_niceness": sorted({r["builder_niceness"] for r in refreshes if "builder_niceness" in r}),
         }
     if "none" in summary:
         base = summary["none"]
         for row in summary.values():
             row["slowdown_median"] = row["median_step_s"] / base["median_step_s"] - 1
             row["slowdown_mean"] = row["mean_step_s"] / base["mean_step_s"] - 1
+            during = row["mean_step_s_during_build"]
+            row["slowdown_during_build"] = None if during is None else during / base["mean_step_s"] - 1
     return summary
 
 
 def fmt(value: float | None, spec: str = ".2f") -> str:
     return "–" if value is None else format(value, spec)
+
+
+def percent(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:+.0f}%"
 
 
 def markdown(result: dict) -> str:
@@ -255,15 +285,16 @@ def markdown(result: dict) -> str:
     models = ("tiny random 2-layer models" if settings["model"].get("random_init")
               else f"packaged MiniLM retriever ({settings['model']['pooling']} pooling, "
                    f"{settings['model']['projection_size']}-d projection) and encoder")
-    refresh_threads = settings["refresh_threads"] if settings["refresh_threads"] is not None else "default"
     rounds = f"{settings['rounds']} round{'s' if settings['rounds'] != 1 else ''}"
     warmup = f"steps 1–{settings['warmup']} of each run left out" if settings["warmup"] else "all steps counted"
     lines = [
         "# Index refresh: trainer step time with and without the background refresher", "",
         f"Command: `{result['command']}` ({result['wall_s'] / 60:.1f} minutes).", "",
         f"Machine: {machine['cpu_model']}, {machine['cores']} cores, torch {machine['torch']}, transformers "
-        f"{machine['transformers']}; trainer {machine['trainer_threads']} threads, builder threads: {refresh_threads}. "
-        f"Load average at start {', '.join(f'{x:.2f}' for x in result['load_average_at_start'])} (1, 5, 15 min); "
+        f"{machine['transformers']}; trainer {machine['trainer_threads']} threads at niceness "
+        f"{machine.get('niceness', 0)}, the builder's threads and niceness per case in the table. "
+        f"Load average at start {', '.join(f'{x:.2f}' for x in result['load_average_at_start'])}, at the end "
+        f"{', '.join(f'{x:.2f}' for x in result.get('load_average_at_end', []))} (1, 5, 15 min); "
         f"1-minute load when the workers started: {min(loads):.2f} to {max(loads):.2f}.", "",
         f"Job: `RealmPretrainer`, {models}, {data} ({result['runs'][0]['num_blocks']:,} blocks of ≤ "
         f"{corpus['block_length']} wordpieces, X = Z), B={settings['loop']['per_device_batch_size']}, "
@@ -273,20 +304,24 @@ def markdown(result: dict) -> str:
         f"{rounds} of fresh worker processes, cases alternating. Step times from per-step timestamps (retrieval + "
         f"forward + backward + optimizer + snapshot / swap), {warmup}; set-up, initial index, evaluation and final "
         "save excluded.", "",
-        "| case | timed steps | median step s | mean step s | slowdown (median / mean) | mean step s while a build "
-        "runs (steps) | swaps / run (requested) | staleness steps mean (max) | staleness s mean (max) | build s mean |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| case | timed steps | median step s | mean step s | slowdown (median / mean) | mean step s, no build "
+        "running | mean step s while a build runs (steps) | slowdown while a build runs | swaps / run (requested) | "
+        "staleness steps mean (max) | staleness s mean (max) | build s mean | builder threads, niceness |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for case, row in summary.items():
         slowdown = ("baseline" if case == "none" else
                     f"{100 * row['slowdown_median']:+.0f}% / {100 * row['slowdown_mean']:+.0f}%")
         lines.append(
             f"| {CASE_LABELS[case]} | {row['timed_steps']} | {row['median_step_s']:.3f} | {row['mean_step_s']:.3f} | "
-            f"{slowdown} | {fmt(row['mean_step_s_during_build'], '.3f')} ({row['steps_during_build']}) | "
+            f"{slowdown} | {fmt(row['mean_step_s_no_build'], '.3f')} | "
+            f"{fmt(row['mean_step_s_during_build'], '.3f')} ({row['steps_during_build']}) | "
+            f"{percent(row.get('slowdown_during_build')) if case != 'none' else '–'} | "
             f"{row['swaps_per_run']:.1f} ({row['refreshes_requested_per_run']:.0f}) | "
             f"{fmt(row['staleness_steps_mean'], '.1f')} ({fmt(row['staleness_steps_max'], 'd')}) | "
             f"{fmt(row['staleness_s_mean'], '.1f')} ({fmt(row['staleness_s_max'], '.1f')}) | "
-            f"{fmt(row['build_s_mean'], '.1f')} |")
+            f"{fmt(row['build_s_mean'], '.1f')} | "
+            f"{'/'.join(map(str, row['builder_threads'])) or '–'}, {'/'.join(map(str, row['builder_niceness'])) or '–'} |")
     lines += ["", "Median step seconds per run (in run order): " + "; ".join(
         f"{case} " + ", ".join(f"{x:.3f}" for x in row["median_step_s_per_run"]) for case, row in summary.items()), ""]
     lines += ["## What it means", "", *interpretation(summary, machine["cores"]), ""]
@@ -308,7 +343,8 @@ def interpretation(summary: dict, cores: int) -> list[str]:
                     f"{100 * row['slowdown_median']:+.0f}%)")
         if row["mean_step_s_during_build"] is not None:
             sentence += (f"; the {row['steps_during_build']} steps that began while a build was running took "
-                         f"{row['mean_step_s_during_build']:.3f} s against {base['mean_step_s']:.3f} s without refresh")
+                         f"{row['mean_step_s_during_build']:.3f} s against {base['mean_step_s']:.3f} s without refresh "
+                         f"({percent(row['slowdown_during_build'])})")
         if row["swaps_per_run"]:
             sentence += (f". {row['swaps_per_run']:.1f} indexes per run were swapped in, "
                          f"{row['staleness_steps_mean']:.1f} steps and {row['staleness_s_mean']:.1f} s stale on "
@@ -317,15 +353,15 @@ def interpretation(summary: dict, cores: int) -> list[str]:
             sentence += ". No build finished before the run ended, so no index was swapped in."
         sentences.append("- " + sentence)
     sentences.append(f"- Here the builder and the trainer compete for the same {cores} cores, so the slowdown is "
-                     "the CPU time the builds take from the trainer; a builder on cores (or a device) of its own "
-                     "is not measured here.")
+                     "the CPU time the builds take from the trainer; a builder on a GPU (`refresh_device`, the default "
+                     "for a GPU trainer) is not measured here (no GPU on this machine).")
     return sentences
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_argument(parser, "--cases", nargs="+", choices=CASES, default=["none", "process"],
-                 help="'none' (the baseline, always measured), 'process', 'thread'")
+    add_argument(parser, "--cases", nargs="+", choices=CASES, default=["none", "process-all", "process", "partition"],
+                 help="'none' (the baseline, always measured), 'process-all', 'process', 'partition', 'thread'")
     add_argument(parser, "--rounds", type=int, default=2, help="fresh worker processes per case, cases alternating")
     add_argument(parser, "--steps", type=int, help=f"steps per run (default {REAL['steps']}, --tiny {TINY['steps']})")
     add_argument(parser, "--refresh-every", type=int,
@@ -334,7 +370,7 @@ def main() -> None:
     add_argument(parser, "--max-articles", type=int, help="articles of the corpus (default 40, --tiny 6)")
     add_argument(parser, "--threads", type=int, default=os.cpu_count(), help="torch threads of the trainer")
     add_argument(parser, "--refresh-threads", type=int, default=None,
-                 help="torch threads of the builder process (default: the library's, torch's default)")
+                 help="torch threads of the builder process in every refresh case (default: each case's own)")
     add_argument(parser, "--tiny", action="store_true", help="tiny random models on embedded articles (smoke run)")
     add_argument(parser, "--output-dir", default=RESULTS)
     add_argument(parser, "--output-name", default="refresh", help="<output-dir>/<name>.json and .md")
@@ -386,8 +422,10 @@ def main() -> None:
         "command": command,
         "machine": {"cpu_model": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "torch": first["torch"],
-                    "transformers": first["transformers"], "trainer_threads": first["num_threads"]},
+                    "transformers": first["transformers"], "trainer_threads": first["num_threads"],
+                    "niceness": os.nice(0)},
         "load_average_at_start": load_at_start,
+        "load_average_at_end": os.getloadavg(),
         "settings": settings,
         "wall_s": time.perf_counter() - began,
         "summary": summarize(runs, cases, args.warmup),
