@@ -180,9 +180,12 @@ class RealmPretrainer(TrainingLoop):
         )
         self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
         # the step from which the retriever learns: known now, or decided by the utility gate (None until it opens)
-        scheduled_start = max(pretraining_args.retriever_freeze_steps, pretraining_args.reading_warmup_steps)
+        # the first step the retriever may learn (after the reading warm-up and retriever_freeze_steps)
+        self.scheduled_retriever_start = max(
+            pretraining_args.retriever_freeze_steps, pretraining_args.reading_warmup_steps
+        )
         self.retriever_start_step: int | None = (
-            scheduled_start if pretraining_args.retriever_gate_utility is None else None
+            self.scheduled_retriever_start if pretraining_args.retriever_gate_utility is None else None
         )
         self.utility_window: list[float] = []  # per-step mean reading utility of the top block, while the gate waits
         self._step_utilities: list[float] = []  # this step's micro-batches
@@ -275,8 +278,7 @@ class RealmPretrainer(TrainingLoop):
         utilities, self._step_utilities = self._step_utilities, []
         if args.retriever_gate_utility is None or self.retriever_start_step is not None or not utilities:
             return {}
-        scheduled_start = max(args.retriever_freeze_steps, args.reading_warmup_steps)
-        if step <= scheduled_start:
+        if step <= self.scheduled_retriever_start:
             return {}
         utility = torch.tensor(sum(utilities) / len(utilities), device=self.accelerator.device)
         utility = self.accelerator.reduce(utility, reduction="mean").item()  # the same decision on every rank
