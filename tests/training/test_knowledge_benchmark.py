@@ -18,10 +18,12 @@ import bench_knowledge  # noqa: E402
 def test_realm_pretraining_teaches_the_retriever_beyond_its_start_and_the_frozen_control(tmp_path):
     results = bench_knowledge.main(
         [
-            # the benchmark's tiny setting on the documents'-own-words task, as it is (about 3 minutes on 2 cores):
-            # with fewer documents the tiny encoder memorizes them instead of learning to read, and with fewer REALM
-            # steps (100: its schedule decays sooner) retrieval rose only 0.2 -> 0.3
-            "--inits", "tiny", "--no-paraphrase", "--eval-every", "1000",
+            # the benchmark's tiny recipe on the documents'-own-words task, with 100 REALM steps instead of 300 (both
+            # seeds measured at the full recipe had reached top-1 1.00 by step 100). With fewer documents the tiny
+            # encoder memorizes them instead of learning to read. The recipe's reading warm-up is what keeps this
+            # test stable: its earlier, narrower encoder (hidden 64, dropout 0.1) read the gold block only 29-32 % of
+            # the time after the warm-up, and REALM then rose on one machine and collapsed on another (0.31 -> 0.01)
+            "--inits", "tiny", "--no-paraphrase", "--steps", "100", "--eval-every", "1000",
             "--output", str(tmp_path / "knowledge"), "--work-dir", str(tmp_path / "work"),
         ]
     )
@@ -31,7 +33,7 @@ def test_realm_pretraining_teaches_the_retriever_beyond_its_start_and_the_frozen
     assert frozen["retrieval_top1_after"] == start  # frozen means frozen
     assert trained["retrieval_top1_after"] >= start + 0.3, trained
     assert trained["retrieval_top1_after"] >= frozen["retrieval_top1_after"] + 0.3, (trained, frozen)
-    # the encoder reads the retrieved block: retrieval beats the null document alone
-    assert trained["mlm_acc_retrieval_after"] > trained["mlm_acc_null_after"], trained
+    # the encoder reads the retrieved block: retrieval beats the null document alone, by far
+    assert trained["mlm_acc_retrieval_after"] >= 3 * trained["mlm_acc_null_after"], trained
     for suffix in (".json", ".md", ".png"):
         assert (tmp_path / f"knowledge{suffix}").is_file()

@@ -160,6 +160,28 @@ def test_reading_warmup_reads_the_source_block_alone_with_the_retriever_frozen_t
     assert any(not torch.equal(initial_retriever[k], changed[k]) for k in initial_retriever)
 
 
+def test_held_out_evaluation_reports_reading_with_the_gold_block_apart_from_retrieval(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=1, refresh="0")
+    sentences = trainer.train_examples.select(range(12))
+    # gold = each sentence's own block, which X = Z retrieval excludes: never retrieved, yet read
+    examples = sentences.add_column("gold_block_id", [int(i) for i in sentences["source_block_id"]])
+    figures = trainer.evaluate_sentences(examples, fresh_index=False)
+    assert figures["gold_top1"] == 0.0 and figures["gold_top3"] == 0.0 and figures["gold_prior_mass"] == 0.0
+
+    from realm_hf.training.pretrain import _masked_token_hits
+
+    model = trainer.accelerator.unwrap_model(trainer.model).eval()
+    hits = tokens = 0
+    with torch.no_grad():
+        for start in range(0, len(sentences), trainer.args.per_device_batch_size):
+            chunk = list(sentences)[start : start + trainer.args.per_device_batch_size]
+            batch, _ = trainer.retrieve_and_collate(chunk, include_source_block=True)
+            correct, _, count = _masked_token_hits(model(batch, score_candidates=False), batch["labels"], None)
+            hits, tokens = hits + correct, tokens + count
+    assert tokens > 0
+    assert figures["mlm_accuracy_gold_document"] == pytest.approx(100.0 * hits / tokens)
+
+
 def test_reading_warmup_with_another_pretraining_corpus_is_refused(tmp_path):
     corpus = tmp_path / "x.jsonl"
     corpus.write_text(json.dumps({"id": "1", "title": "T", "text": "Paris is in France. It rains in London."}) + "\n")

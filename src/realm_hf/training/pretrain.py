@@ -401,19 +401,24 @@ class RealmPretrainer(TrainingLoop):
         K-candidate batch. The block a sentence came from (X = Z) is excluded; with `include_source_block` (the reading
         warm-up) it is the only candidate instead (no ∅), so that the encoder's whole gradient goes to reading it."""
         index = self.index if index is None else index
-        device = self.accelerator.device
         exclude = None
         if self.x_is_z:
             exclude = [[int(e["source_block_id"])] if int(e.get("source_block_id", -1)) >= 0 else [] for e in examples]
-        collator = self.collator
         if include_source_block:
             if exclude is None or not all(exclude):
                 raise ValueError("The reading warm-up needs the source block of every sentence (X = Z).")
             block_ids = torch.tensor([source[:1] for source in exclude], dtype=torch.long)  # [B, 1]
-            collator = self.reading_collator  # the source block alone: the encoder's whole gradient goes to reading
-        else:
-            query_embeds = self.embed_sentences(examples)  # [B, D]
-            _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=exclude)  # [B, k-1]
+            # the source block alone: the encoder's whole gradient goes to reading
+            return self._collate(examples, block_ids, index, self.reading_collator)
+        query_embeds = self.embed_sentences(examples)  # [B, D]
+        _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=exclude)  # [B, k-1]
+        return self._collate(examples, block_ids, index, self.collator)
+
+    def _collate(
+        self, examples: list[dict], block_ids: torch.Tensor, index: RealmIndex, collator: RealmPretrainingCollator
+    ) -> tuple[dict, int | None]:
+        """The candidate batch of `examples` with the blocks `block_ids` `[B, k]` of `index`, on the device."""
+        device = self.accelerator.device
         rows = index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
         retrieved = [
             [{name: rows[name][b][j] for name in rows} for j in range(block_ids.shape[1])]
@@ -494,7 +499,8 @@ class RealmPretrainer(TrainingLoop):
             `dict` with `mlm_accuracy_with_retrieval` and `mlm_accuracy_null_document` (percent), and with gold
             blocks: `gold_top1`, `gold_top{K-1}` (fraction of sentences whose gold block is ranked first / among the
             K-1 retrieved; over the whole corpus), `gold_prior_mass` (mean `p(gold | x)` among the K candidates,
-            0 when not retrieved) and `gold_posterior_mass` (mean `p(gold | x, y)`).
+            0 when not retrieved), `gold_posterior_mass` (mean `p(gold | x, y)`) and `mlm_accuracy_gold_document` (percent,
+            with the gold block as the only candidate: how well the encoder reads, whatever the retriever finds).
         """
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
@@ -526,6 +532,10 @@ class RealmPretrainer(TrainingLoop):
                 sums["gold_retrieved"] += is_gold.any(-1).sum().item()
                 first = (prior.masked_fill(retrieved < 0, -1.0).argmax(-1) == is_gold.float().argmax(-1)) & is_gold.any(-1)
                 sums["gold_top1"] += first.sum().item()
+                # reading alone: the gold block as the only candidate
+                gold_batch, _ = self._collate(chunk, gold[:, None], index, self.reading_collator)
+                gold_out = model(gold_batch, score_candidates=False)
+                sums["gold_reading"] += _masked_token_hits(gold_out, gold_batch["labels"], None)[0]
         model.train(was_training)
         results = {"mlm_accuracy_with_retrieval": 100.0 * sums["with"] / max(total_tokens, 1)}
         if null_index is not None:
@@ -538,6 +548,7 @@ class RealmPretrainer(TrainingLoop):
                     f"gold_top{self.num_retrieved}": sums["gold_retrieved"] / count,
                     "gold_prior_mass": sums["gold_prior_mass"] / count,
                     "gold_posterior_mass": sums["gold_posterior_mass"] / count,
+                    "mlm_accuracy_gold_document": 100.0 * sums["gold_reading"] / max(total_tokens, 1),
                 }
             )
         return results
