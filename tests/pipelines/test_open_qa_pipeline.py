@@ -15,6 +15,7 @@ from transformers import pipeline
 import realm_hf  # noqa: F401  (registers the tasks)
 from realm_hf import OpenDomainQuestionAnsweringPipeline, RealmForOpenQA
 from realm_hf.index import RealmIndex
+from realm_hf.pipelines.open_qa import repeats_question
 
 TASK = "open-domain-question-answering"
 QUESTIONS = [
@@ -121,6 +122,40 @@ def test_marginalize_answers_sums_the_spans_of_an_answer():
     assert marginalize_answers([], []) == []
 
 
+@pytest.mark.parametrize(
+    ("answer", "question", "repeats"),
+    [
+        ("Cairo", "which river flows through cairo", True),
+        ("Nile", "which river flows through cairo", False),
+        ("the United States", "who was the first president of the united states", True),
+        ("George Washington", "who was the first president of the united states", False),
+        ("general relativity", "who developed the theory of general relativity", True),
+        ("Albert Einstein", "who developed the theory of general relativity", False),
+        ("Penicillins", "who discovered penicillin", True),  # a plural -s is dropped
+        ("Atlantic Ocean", "which is the largest ocean", False),  # one new word is enough
+        ("Portuguese language", "what language is spoken in brazil", False),
+        ("1901", "who was president in 1901", True),
+        ("the", "who wrote hamlet", True),  # no content word at all
+        ("Class", "what is a clas", False),  # -ss is not a plural
+    ],
+)
+def test_repeats_question(answer, question, repeats):
+    assert repeats_question(answer, question) is repeats
+
+
+def test_answers_repeating_the_question_are_left_out(qa):
+    """With the filter (the default) no answer repeats its question while another candidate does not; without it, the
+    ranking is the plain marginal one, and it does hold answers made of question words for these questions."""
+    echoes = 0
+    for question in QUESTIONS:
+        filtered = qa(question, top_k=5)
+        plain = qa(question, top_k=16, exclude_question_words=False)  # the same 64 spans as top_k=5
+        kept = [r["answer"] for r in plain if not repeats_question(r["answer"], question)]
+        echoes += len(plain) - len(kept)
+        assert [r["answer"] for r in filtered] == (kept or [r["answer"] for r in plain])[:5]
+    assert echoes > 0  # the check above compared something
+
+
 def test_answer_marginalizes_spans_over_blocks(qa, open_qa_dir):
     """The top answer maximizes Σ_z p(z|x) Σ_{s∈S(z,y)} p(s|z,x) over the candidate spans, computed here by hand."""
     for question in QUESTIONS:
@@ -139,7 +174,9 @@ def test_answer_marginalizes_spans_over_blocks(qa, open_qa_dir):
             if key and log_score > float("-inf"):
                 totals[key] = totals.get(key, 0.0) + math.exp(log_score)
                 best[key] = max(best.get(key, 0.0), math.exp(log_score))
-        top = max(totals, key=totals.get)
+        # answers that only repeat the question are left out (unless every one does)
+        kept = {key: total for key, total in totals.items() if not repeats_question(key, question)} or totals
+        top = max(kept, key=kept.get)
         assert " ".join(result["answer"].lower().split()) == top
         assert result["score"] == pytest.approx(totals[top], rel=1e-4)
         assert result["span_score"] == pytest.approx(best[top], rel=1e-4)

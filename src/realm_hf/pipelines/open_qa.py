@@ -20,6 +20,10 @@ REALM's Open-QA fine-tuning maximizes (`log Σ_z p(y|z,x) p(z|x)`). An answer fo
 confident span in one poorly retrieved block no longer beats it. Each answer's provenance (`block_id`, `evidence`)
 is its best span.
 
+Answers that only repeat the question are left out (`exclude_question_words`, on by default; see
+[`repeats_question`]), the answer filter of Open-QA systems: a reader asked "which river flows through cairo" must not
+answer "Cairo". When every candidate repeats the question, the ranking is kept unfiltered rather than left empty.
+
 Answer text is cut from the block text with the fast tokenizer's offset mapping: the reader reads the block text
 re-tokenized with offsets, so an answer is always a substring of its block, in the block's original casing. Blocks
 are made by tokenizing their sentences with the same tokenizer, so the re-tokenized body is the stored body
@@ -39,6 +43,7 @@ naming the call to make instead: `pipeline("realm-open-qa", model=...)` (`"realm
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import torch
@@ -66,7 +71,9 @@ from .index_loading import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OPEN_QA_TASK", "OPEN_QA_TASK_ALIAS", "OpenDomainQuestionAnsweringPipeline", "marginalize_answers"]
+__all__ = [
+    "OPEN_QA_TASK", "OPEN_QA_TASK_ALIAS", "OpenDomainQuestionAnsweringPipeline", "marginalize_answers", "repeats_question",
+]
 
 OPEN_QA_TASK = "open-domain-question-answering"
 OPEN_QA_TASK_ALIAS = "realm-open-qa"
@@ -78,6 +85,37 @@ _MIN_SPAN_CANDIDATES = 64
 def answer_key(text: str) -> str:
     """What makes two spans the same answer: their text, lowercased, whitespace runs collapsed."""
     return " ".join(text.lower().split())
+
+
+# function words an answer may share with its question ("the United States" in "... president of the united states")
+_FUNCTION_WORDS = frozenset(
+    "a an and are as at be by did do does for from how in is it its of on or the to was were what when where which who "
+    "whom whose why with".split()
+)
+
+
+def _content_words(text: str) -> set[str]:
+    """Lowercased `\\w+` words of `text` minus function words, a plural `-s` dropped ("Penicillins" -> "penicillin")."""
+    words = (word for word in re.findall(r"\w+", text.lower()) if word not in _FUNCTION_WORDS)
+    return {word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word for word in words}
+
+
+def repeats_question(answer: str, question: str) -> bool:
+    r"""
+    Whether `answer` only repeats words of `question`: every content word of the answer (lowercased, function words
+    such as "the" or "of" ignored, a plural `-s` dropped) occurs in the question; an answer with no content word
+    repeats it too. "Cairo" and "the United States" repeat "which river flows through cairo" and "who was the first
+    president of the united states"; "Nile", "George Washington" and "Atlantic Ocean" (for "which is the largest
+    ocean") do not.
+
+    Args:
+        answer (`str`): A candidate answer.
+        question (`str`): The question asked.
+
+    Returns:
+        `bool`: `True` for an answer the pipeline leaves out when `exclude_question_words` is on.
+    """
+    return _content_words(answer) <= _content_words(question)
 
 
 def marginalize_answers(log_scores: list[float], texts: list[str]) -> list[tuple[str, float, int]]:
@@ -124,10 +162,13 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             `config.index_fingerprint` recorded at fine-tuning); `False` uses it anyway.
         top_k (`int`, *optional*, defaults to 1): Answers per question; `1` returns a dict, more a list of dicts.
         num_blocks (`int`, *optional*, defaults to `config.top_k`): Blocks retrieved and read per question.
+        exclude_question_words (`bool`, *optional*, defaults to `True`): Leave out answers that only repeat words of
+            the question ([`repeats_question`]); `False` ranks every span.
         batch_size (`int`, *optional*): Questions per forward pass when the input is a list (or a dataset).
 
     Call it with a question string, a `{"question": ...}` dict, a list of them, a dataset or a generator; the call
-    takes `top_k`, `num_blocks` and `index` too (an index passed to a call is used for that call only).
+    takes `top_k`, `num_blocks`, `exclude_question_words` and `index` too (an index passed to a call is used for that
+    call only).
 
     Returns:
         Per question, a dict (a list of `top_k` dicts when `top_k > 1`) with
@@ -176,11 +217,11 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         self._call_indexes: dict[str, Any] = {}
 
     # ----------------------------------------------------------------------------------------------- parameters
-    def _sanitize_parameters(self, top_k=None, num_blocks=None, index=None, **unknown):
+    def _sanitize_parameters(self, top_k=None, num_blocks=None, index=None, exclude_question_words=None, **unknown):
         if unknown:
             raise TypeError(
-                f"{type(self).__name__} got unexpected arguments {sorted(unknown)}; it takes top_k, num_blocks, index "
-                "(and batch_size, num_workers, device at construction)."
+                f"{type(self).__name__} got unexpected arguments {sorted(unknown)}; it takes top_k, num_blocks, index, "
+                "exclude_question_words (and batch_size, num_workers, device at construction)."
             )
         forward_params: dict[str, Any] = {}
         postprocess_params: dict[str, Any] = {}
@@ -190,6 +231,8 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             forward_params["num_blocks"] = check_positive_int("num_blocks", num_blocks)
         if index is not None:
             forward_params["index"] = postprocess_params["index"] = index
+        if exclude_question_words is not None:
+            postprocess_params["exclude_question_words"] = bool(exclude_question_words)
         return {}, forward_params, postprocess_params
 
     def _resolve_index(self, index: Any) -> Any:
@@ -207,6 +250,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             inputs: The question(s). `question=` is accepted as a keyword too.
             top_k (`int`, *optional*): Answers per question.
             num_blocks (`int`, *optional*): Blocks retrieved per question.
+            exclude_question_words (`bool`, *optional*): Leave out answers that only repeat the question.
             index (*optional*): Another index (a `RealmIndex` or a directory) for this call.
             batch_size (`int`, *optional*): Questions per forward pass.
         """
@@ -278,6 +322,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             "answer_ends": ends,
             "answer_char_starts": offsets[rows, candidate, starts, 0],  # [B, n]
             "answer_char_ends": offsets[rows, candidate, ends, 1],  # [B, n]
+            "question_ids": input_ids,  # [B, Lq], for the answer filter
             "block_ids": block_ids.to(device),  # [B, k]
             "retrieval_log_probs": outputs.retrieval_log_probs,  # [B, k]
             "relevance_scores": outputs.relevance_scores,  # [B, k]
@@ -343,7 +388,9 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             "candidate_token_type_ids": types.view(shape).to(device),
         }
 
-    def postprocess(self, model_outputs: dict[str, torch.Tensor], top_k: int = 1, index: Any = None) -> Any:
+    def postprocess(
+        self, model_outputs: dict[str, torch.Tensor], top_k: int = 1, index: Any = None, exclude_question_words: bool = True
+    ) -> Any:
         index = self._resolve_index(index)
         block_ids = model_outputs["block_ids"][0].tolist()  # [k]
         prior = model_outputs["retrieval_log_probs"][0].exp().tolist()  # [k]
@@ -362,8 +409,12 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             char_end = int(model_outputs["answer_char_ends"][0, i])
             text = rows["text"][candidate] or ""
             spans.append((candidate, char_start, char_end, text[char_start:char_end] if char_end > char_start else ""))
+        ranked = marginalize_answers(scores, [span[3] for span in spans])
+        if exclude_question_words:
+            question = self.tokenizer.decode(model_outputs["question_ids"][0], skip_special_tokens=True)
+            ranked = [answer for answer in ranked if not repeats_question(answer[0], question)] or ranked
         answers: list[dict[str, Any]] = []
-        for _, probability, i in marginalize_answers(scores, [span[3] for span in spans])[:top_k]:
+        for _, probability, i in ranked[:top_k]:
             candidate, char_start, char_end, answer = spans[i]
             text = rows["text"][candidate] or ""
             answers.append(
