@@ -77,6 +77,10 @@ class RealmRetrieverConfig(PreTrainedConfig):
             A learned prior keeps ∅ in the running and lets the marginal likelihood decide its mass. Checkpoints
             converted from the released REALM models use `"embedding"` (what they were trained with); saved models
             without this field load with the default and `null_document_logit` = 0.
+        length_buckets (`int`, *optional*, defaults to 1):
+            Run BERT over the candidate blocks of a batch in this many length buckets, each padded only to its own longest row (see
+            [`realm_hf.modeling.common.run_bert`]): the same outputs to float rounding with less work on padding.
+            1 runs them as one padded batch.
 
     Example:
 
@@ -99,6 +103,7 @@ class RealmRetrieverConfig(PreTrainedConfig):
     query_max_length: int = 96
     block_max_length: int = 288
     null_document_score: Literal["learned", "embedding"] = "learned"
+    length_buckets: int = 1
 
     def validate_realm_retriever(self):
         """Part of `@strict` validation: REALM-specific values."""
@@ -112,6 +117,7 @@ class RealmRetrieverConfig(PreTrainedConfig):
             )
         _check_positive("query_max_length", self.query_max_length)
         _check_positive("block_max_length", self.block_max_length)
+        _check_positive("length_buckets", self.length_buckets)
         _check_fits_positions("query_max_length", self.query_max_length, self.bert_config)
         _check_fits_positions("block_max_length", self.block_max_length, self.bert_config)
 
@@ -141,6 +147,10 @@ class RealmKnowledgeEncoderConfig(PreTrainedConfig):
             Id of `[MASK]`; where no labels are given, predictions are made at these positions.
         tie_word_embeddings (`bool`, *optional*, defaults to `True`):
             Whether the MLM decoder shares its weights with the input word embeddings.
+        length_buckets (`int`, *optional*, defaults to 1):
+            Run BERT over the joined sequences of a batch (the null document's are short) in this many length buckets, each padded only to its own longest row (see
+            [`realm_hf.modeling.common.run_bert`]): the same outputs to float rounding with less work on padding.
+            1 runs them as one padded batch.
     """
 
     model_type = "realm_knowledge_encoder"
@@ -152,10 +162,12 @@ class RealmKnowledgeEncoderConfig(PreTrainedConfig):
     max_length: int = 288
     mask_token_id: int = 103
     tie_word_embeddings: bool = True
+    length_buckets: int = 1
 
     def validate_realm_knowledge_encoder(self):
         """Part of `@strict` validation: REALM-specific values."""
         _check_positive("num_candidates", self.num_candidates)
+        _check_positive("length_buckets", self.length_buckets)
         _check_positive("max_length", self.max_length)
         _check_fits_positions("max_length", self.max_length, self.bert_config)
         if self.use_null_document and self.num_candidates < 2:

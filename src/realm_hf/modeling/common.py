@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import BertConfig, BertForMaskedLM, BertModel, PreTrainedModel
 from transformers import initialization as init
@@ -136,3 +137,50 @@ def check_same_shape(reference_name: str, reference: torch.Tensor, **others: tor
 def flatten_candidates(tensor: torch.Tensor | None) -> torch.Tensor | None:
     """[B, K, L] -> [B*K, L] (None passes through)."""
     return None if tensor is None else tensor.reshape(-1, tensor.shape[-1])
+
+
+def run_bert(
+    bert: BertModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    token_type_ids: torch.Tensor | None = None,
+    length_buckets: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    r"""
+    Run `bert` over `[N, L]` sequences, optionally in length buckets, and return its last hidden states `[N, L, H]`
+    and pooler output `[N, H]` (None without a pooler).
+
+    With `length_buckets` > 1 the rows are sorted by their number of tokens (the attention mask's ones) and split
+    into that many groups of equal size; each group runs padded only to its own longest row, and the states are put
+    back in the original order, zeros at the positions cut off (padding, which no attention reads and no head
+    uses). Same outputs to float rounding, less work on padding: REALM's candidate sets mix full blocks with the
+    short null document and the last blocks of articles. Rows must be right-padded (ones, then zeros); otherwise,
+    or with one bucket, the batch runs as one padded tensor.
+    """
+    rows = input_ids.shape[0]
+    if length_buckets <= 1 or attention_mask is None or rows < 2:
+        outputs = bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return outputs.last_hidden_state, outputs.pooler_output
+    seq_length = input_ids.shape[1]
+    lengths = attention_mask.sum(-1)  # [N]
+    right_padded = attention_mask.bool() == (torch.arange(seq_length, device=lengths.device) < lengths[:, None])
+    if not bool(right_padded.all()):
+        outputs = bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return outputs.last_hidden_state, outputs.pooler_output
+    order = lengths.argsort()  # [N]
+    hidden_parts, pooled_parts = [], []
+    for group in order.tensor_split(min(length_buckets, rows)):
+        if group.numel() == 0:
+            continue
+        length = max(int(lengths[group].max()), 1)
+        outputs = bert(
+            input_ids=input_ids[group, :length],
+            attention_mask=attention_mask[group, :length],
+            token_type_ids=None if token_type_ids is None else token_type_ids[group, :length],
+        )
+        hidden_parts.append(F.pad(outputs.last_hidden_state, (0, 0, 0, seq_length - length)))  # [n, L, H]
+        pooled_parts.append(outputs.pooler_output)
+    restore = order.argsort()  # sorted position of each original row
+    hidden = torch.cat(hidden_parts)[restore]  # [N, L, H]
+    pooled = None if pooled_parts[0] is None else torch.cat(pooled_parts)[restore]  # [N, H]
+    return hidden, pooled

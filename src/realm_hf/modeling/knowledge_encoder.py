@@ -12,6 +12,7 @@ from transformers.models.bert.modeling_bert import BertOnlyMLMHead
 from ..configuration import RealmKnowledgeEncoderConfig
 from .common import (
     RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates, load_bert_for_masked_lm,
+    run_bert,
 )
 from .outputs import RealmKnowledgeEncoderOutput
 
@@ -123,12 +124,11 @@ class RealmKnowledgeEncoder(RealmPreTrainedModel):
             )
         masked = self._masked_positions(input_ids, labels)  # [B, K, L] bool
 
-        outputs = self.bert(
-            input_ids=flatten_candidates(input_ids),
-            attention_mask=flatten_candidates(attention_mask),
-            token_type_ids=flatten_candidates(token_type_ids),
-        )
-        hidden = outputs.last_hidden_state.view(batch_size, num_candidates, seq_length, -1)  # [B, K, L, H]
+        hidden, _ = run_bert(
+            self.bert, flatten_candidates(input_ids), flatten_candidates(attention_mask),
+            flatten_candidates(token_type_ids), length_buckets=self.config.length_buckets,
+        )  # [B*K, L, H]
+        hidden = hidden.view(batch_size, num_candidates, seq_length, -1)  # [B, K, L, H]
         masked_positions = masked.nonzero()  # [M, 3]
         masked_token_logits = self.mlm_head(hidden[masked])  # [M, V]
 

@@ -15,6 +15,7 @@ from transformers import initialization as init
 from ..configuration import RealmRetrieverConfig
 from .common import (
     RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates, load_bert,
+    run_bert,
 )
 from .outputs import RealmRetrieverOutput
 
@@ -28,6 +29,7 @@ class RealmEmbedder(nn.Module):
         super().__init__()
         self.pooling = config.pooling
         self.normalize = config.normalize_embeddings
+        self.length_buckets = config.length_buckets
         self.bert = build_bert(config.bert_config, add_pooling_layer=config.pooling == "pooler")
         hidden_size = config.bert_config.hidden_size
         if config.projection_size is None:
@@ -49,12 +51,13 @@ class RealmEmbedder(nn.Module):
     ) -> torch.Tensor:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        outputs = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        hidden = outputs.last_hidden_state  # [N, L, H]
+        hidden, pooler_output = run_bert(
+            self.bert, input_ids, attention_mask, token_type_ids, length_buckets=self.length_buckets
+        )  # [N, L, H], [N, H] or None
         if self.pooling == "cls":
             pooled = hidden[:, 0]  # [N, H]
         elif self.pooling == "pooler":
-            pooled = outputs.pooler_output  # [N, H]
+            pooled = pooler_output  # [N, H]
         else:
             weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # [N, L, 1]
             pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # [N, H]
