@@ -87,7 +87,8 @@ def _add_build_index(subparsers) -> None:
     parser.add_argument("--output", required=True, help="Directory for the index (blocks, embeddings, manifest.json).")
     parser.add_argument(
         "--index-type", default="Flat",
-        help="faiss factory string (Flat, HNSW32, IVF4096,PQ32, SQfp16) or torch-exact (no faiss); default: %(default)s.",
+        help="faiss factory string (Flat, HNSW32, IVF4096,PQ32, SQfp16), compressed (~64 bytes/block preset) or "
+        "torch-exact (no faiss); default: %(default)s.",
     )
     parser.add_argument("--max-articles", type=int, default=None, help="Index only the first N articles (default: all).")
     parser.add_argument(

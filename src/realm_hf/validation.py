@@ -148,11 +148,13 @@ def check_index_dir(value: str, option: str = "--index") -> None:
 
 def check_index_type(value: str, option: str = "--index-type") -> None:
     r"""
-    Check that `value` is `torch-exact` or a faiss factory string faiss can parse (and faiss is installed).
+    Check that `value` is `torch-exact`, the `compressed` preset, or a faiss factory string faiss can parse (and
+    faiss is installed).
     A string that parses but does not fit the embedding size (e.g. `PQ7` of 128 dimensions) is left to the build,
     which knows the size and names it.
     """
     from .index.backends import TORCH_EXACT, import_faiss
+    from .index.compressed import COMPRESSED
 
     if value == TORCH_EXACT:
         return
@@ -160,13 +162,15 @@ def check_index_type(value: str, option: str = "--index-type") -> None:
         faiss = import_faiss()
     except ImportError as error:
         raise UsageError(f"{option} {value!r}: {error}") from error
+    if value == COMPRESSED:  # a preset, not a factory string
+        return
     try:
         faiss.index_factory(_PROBE_DIM, value, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as error:
         if "could not parse" in str(error):
             raise UsageError(
                 f"{option} {value!r} is not a faiss factory string; use one such as Flat, HNSW32, IVF1024,PQ32, "
-                f"SQfp16, or {TORCH_EXACT} (no faiss)."
+                f"SQfp16, {COMPRESSED} (the ~64 bytes/block preset), or {TORCH_EXACT} (no faiss)."
             ) from error
 
 

@@ -17,6 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..quiet import quiet_faiss_loader
+from .compressed import COMPRESSED, DEFAULT_NPROBE, MipsToL2, compressed_faiss_index
 
 
 logger = logging.getLogger(__name__)
@@ -140,19 +141,28 @@ def _unwrap(index: Any) -> list[Any]:
             return chain
 
 
+def _ivf_keeps_ids(index: Any) -> bool:
+    """Whether `index` is an IVF index, possibly behind pre-transforms (such indexes store ids in their lists)."""
+    faiss = import_faiss()
+    chain = _unwrap(index)
+    return isinstance(chain[-1], faiss.IndexIVF) and all(isinstance(i, faiss.IndexPreTransform) for i in chain[:-1])
+
+
 class FaissBackend:
     r"""
-    A faiss index with `METRIC_INNER_PRODUCT` built from a factory string, holding block ids.
+    A faiss index with `METRIC_INNER_PRODUCT` built from a factory string, holding block ids; or the `"compressed"`
+    preset, an L2 index over the [`MipsToL2`] transform of the vectors (see `realm_hf.index.compressed`).
 
     IVF indexes store ids natively; every other type is wrapped in an `IndexIDMap2`. Search parameters default to
     values that keep recall high on REALM-sized corpora and can be overridden.
 
     Args:
         index (`faiss.Index`): The CPU index (the one that is saved, added to and removed from).
-        index_type (`str`): The factory string it was built from.
+        index_type (`str`): The factory string it was built from, or `"compressed"`.
         search_params (`dict`, *optional*): `nprobe` (IVF), `efSearch` (HNSW), `k_factor` (refine).
         device (`str` or `torch.device`, *optional*): A CUDA device moves the index to all GPUs when faiss-gpu is
             installed (types the GPU lacks, such as HNSW, stay on CPU with a warning).
+        transform ([`MipsToL2`], *optional*): Required by, and only used with, `index_type="compressed"`.
     """
 
     def __init__(
@@ -161,9 +171,17 @@ class FaissBackend:
         index_type: str,
         search_params: dict[str, Any] | None = None,
         device: str | torch.device | None = None,
+        transform: MipsToL2 | None = None,
     ) -> None:
+        if index_type == COMPRESSED and transform is None:
+            raise ValueError(
+                "index_type='compressed' needs its MipsToL2 transform (the manifest's max_norm); rebuild the index."
+            )
+        if index_type != COMPRESSED and transform is not None:
+            raise ValueError(f"index_type={index_type!r} takes no MipsToL2 transform (only 'compressed' does).")
         self.index = index
         self.index_type = index_type
+        self.transform = transform
         self.device = _as_device(device)
         self.search_params = self._apply_search_params(dict(search_params or {}))
         self._search_index = self._to_gpu_if_requested()
@@ -190,7 +208,7 @@ class FaissBackend:
             embeddings (`np.ndarray` of shape `(N, D)`): The document embeddings.
             ids (`np.ndarray` of shape `(N,)`): Block ids to store.
             index_type (`str`): Factory string: `"Flat"`, `"HNSW32"`, `"IVF1024,PQ32"`, `"IVF1024,PQ32,RFlat"`,
-                `"IVF1024,PQ32,Refine(Flat)"`, `"SQfp16"`, ...
+                `"IVF1024,PQ32,Refine(Flat)"`, `"SQfp16"`, ...; or `"compressed"` (see `realm_hf.index.compressed`).
             search_params (`dict`, *optional*): See the class docstring.
             device (`str` or `torch.device`, *optional*): See the class docstring.
             train_size (`int`, defaults to 262144): Rows sampled (seeded) to train IVF/PQ quantizers.
@@ -198,13 +216,18 @@ class FaissBackend:
         """
         faiss = import_faiss()
         dim = int(embeddings.shape[1])
+        transform = MipsToL2.fit(embeddings) if index_type == COMPRESSED else None
         try:
-            base = faiss.index_factory(dim, index_type, faiss.METRIC_INNER_PRODUCT)
+            if transform is not None:
+                base = compressed_faiss_index(dim, len(embeddings), seed=seed)
+                search_params = {"nprobe": DEFAULT_NPROBE, **(search_params or {})}
+            else:
+                base = faiss.index_factory(dim, index_type, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as err:
             raise ValueError(
                 f"faiss cannot build index_type={index_type!r} ({str(err).strip().splitlines()[-1]}). Use a faiss "
                 "factory string such as 'Flat', 'HNSW32', 'IVF1024,PQ32', 'IVF1024,PQ32,RFlat', 'SQfp16', "
-                "or 'torch-exact'."
+                f"or {COMPRESSED!r} or 'torch-exact'."
             ) from err
         for level in _unwrap(base):
             if hasattr(level, "do_polysemous_training"):
@@ -213,12 +236,14 @@ class FaissBackend:
             rng = np.random.default_rng(seed)
             rows = np.sort(rng.choice(len(embeddings), size=min(train_size, len(embeddings)), replace=False))
             train = np.ascontiguousarray(embeddings[rows], dtype=np.float32)  # [T, D]
+            if transform is not None:
+                train = transform.documents(train)  # [T, D + 1]
             logger.info("Training faiss %s on %d of %d vectors", index_type, len(train), len(embeddings))
             base.train(train)
         # IDMap2 over IVF breaks remove_ids (IVF keeps stale positions), so IVF keeps ids itself. Keep `base`, the
         # owning Python object: a downcast proxy does not own the C++ index and would dangle once `base` is freed.
-        index = base if isinstance(faiss.downcast_index(base), faiss.IndexIVF) else faiss.IndexIDMap2(base)
-        backend = cls(index, index_type, search_params=search_params, device=None)
+        index = base if _ivf_keeps_ids(base) else faiss.IndexIDMap2(base)
+        backend = cls(index, index_type, search_params=search_params, device=None, transform=transform)
         backend._add_chunks(embeddings, ids)
         backend.device = _as_device(device)
         backend._search_index = backend._to_gpu_if_requested()
@@ -232,6 +257,8 @@ class FaissBackend:
             disable=len(embeddings) <= _ADD_CHUNK,
         ):
             rows = np.ascontiguousarray(embeddings[start : start + _ADD_CHUNK], dtype=np.float32)  # [C, D]
+            if self.transform is not None:
+                rows = self.transform.documents(rows)  # [C, D + 1]
             self.index.add_with_ids(rows, np.ascontiguousarray(ids[start : start + _ADD_CHUNK]))
 
     def _apply_search_params(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -270,7 +297,11 @@ class FaissBackend:
 
     def search(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         array = np.ascontiguousarray(queries.detach().to("cpu", torch.float32).numpy())  # [B, D]
-        scores, ids = self._search_index.search(array, k)  # [B, k], [B, k]
+        if self.transform is None:
+            scores, ids = self._search_index.search(array, k)  # [B, k], [B, k]
+        else:
+            distances, ids = self._search_index.search(self.transform.queries(array), k)  # [B, k] ascending L2
+            scores = self.transform.inner_products(array, distances).astype(np.float32)  # [B, k] descending q·x
         scores = torch.from_numpy(scores)
         ids = torch.from_numpy(ids)
         return scores.masked_fill(ids < 0, float("-inf")), ids
@@ -282,7 +313,7 @@ class FaissBackend:
     def remove(self, ids: np.ndarray, kept_embeddings: np.ndarray, kept_ids: np.ndarray) -> None:
         faiss = import_faiss()
         chain = _unwrap(self.index)
-        in_place = isinstance(chain[0], faiss.IndexIVF) or (
+        in_place = _ivf_keeps_ids(self.index) or (
             isinstance(chain[0], faiss.IndexIDMap2) and isinstance(chain[1], faiss.IndexFlatCodes) and len(chain) == 2
         )
         if in_place:
@@ -308,11 +339,16 @@ class FaissBackend:
         index_type: str,
         search_params: dict[str, Any] | None = None,
         device: str | torch.device | None = None,
+        transform: MipsToL2 | None = None,
     ) -> FaissBackend:
+        """Read `index.faiss` from `directory`; `transform` is the saved [`MipsToL2`] of a `"compressed"` index."""
         path = os.path.join(directory, FAISS_FILE)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"Missing {FAISS_FILE} in {directory} (index_type={index_type!r} needs it).")
-        return cls(import_faiss().read_index(path), index_type, search_params=search_params, device=device)
+        index = import_faiss().read_index(path)
+        return cls(index, index_type, search_params=search_params, device=device, transform=transform)
 
     def to(self, device: str | torch.device | None) -> FaissBackend:
-        return FaissBackend(self.index, self.index_type, search_params=self.search_params, device=device)
+        return FaissBackend(
+            self.index, self.index_type, search_params=self.search_params, device=device, transform=self.transform
+        )

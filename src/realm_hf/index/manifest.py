@@ -132,12 +132,15 @@ class IndexManifest:
     Args:
         num_blocks (`int`): Number of blocks (rows of the embedding matrix).
         dim (`int`): Embedding dimension.
-        index_type (`str`): `"torch-exact"` or a faiss factory string such as `"HNSW32"` or `"IVF4096,PQ64"`.
+        index_type (`str`): `"torch-exact"`, a faiss factory string such as `"HNSW32"` or `"IVF4096,PQ64"`, or the
+            `"compressed"` preset.
         embedding_dtype (`str`): `"float32"` or `"float16"`, the dtype of the stored embedding matrix.
         fingerprint (`str`, *optional*): [`fingerprint_module`] of the document tower that built the index.
         step (`int`, *optional*): Training step of the document tower snapshot.
         metric (`str`, defaults to `"inner_product"`): The only metric REALM uses.
         search_params (`dict`, *optional*): Backend search parameters (`nprobe`, `efSearch`, `k_factor`).
+        max_norm (`float`, *optional*): `index_type="compressed"` only: the norm `M` of its MIPS->L2 transform
+            ([`MipsToL2`]), needed to add vectors and to turn L2 distances back into inner products.
         created_at (`str`, *optional*): ISO-8601 UTC time; filled in when omitted.
         realm_hf_version (`str`, *optional*): Version of the package that wrote the index; filled in when omitted.
         checksums (`dict`, *optional*): File name -> [`file_checksum`] of the embeddings and faiss files, written by
@@ -154,6 +157,7 @@ class IndexManifest:
     step: int | None = None
     metric: str = "inner_product"
     search_params: dict = dataclasses.field(default_factory=dict)
+    max_norm: float | None = None
     created_at: str | None = None
     realm_hf_version: str | None = None
     checksums: dict[str, str] | None = None

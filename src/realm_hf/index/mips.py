@@ -27,6 +27,7 @@ from ..corpus.store import BlockStore, int_column
 from ..quiet import quiet_checkpoint_io
 from .atomic import atomic_directory
 from .backends import FAISS_FILE, TORCH_EXACT, FaissBackend, TorchExactBackend
+from .compressed import COMPRESSED, MipsToL2
 from .embedding import embed_blocks, resolve_fingerprint
 from .manifest import MANIFEST_NAME, IndexManifest, check_checksums, file_checksum, fingerprint_module
 
@@ -183,8 +184,10 @@ class RealmIndex:
                 `RealmRetriever`). An `nn.Module` is put in eval mode while embedding.
             tokenizer (`PreTrainedTokenizerFast`, *optional*): Needed to split articles into blocks; also gives the
                 pad id.
-            index_type (`str`, defaults to `"Flat"`): `"torch-exact"` (no faiss) or a faiss factory string:
-                `"Flat"`, `"HNSW32"`, `"IVF4096,PQ32"`, `"IVF4096,PQ32,RFlat"`, `"SQfp16"`, ...
+            index_type (`str`, defaults to `"Flat"`): `"torch-exact"` (no faiss), a faiss factory string (`"Flat"`,
+                `"HNSW32"`, `"IVF4096,PQ32"`, `"IVF4096,PQ32,RFlat"`, `"SQfp16"`, ...), or `"compressed"`: the preset
+                of about 63 bytes per block (from ~200k blocks on; 52 B of PQ codes + 8 B of id) that searches by L2
+                over a MIPS->L2 transform of the embeddings (`realm_hf.index.compressed`; default `nprobe=8`).
             batch_size (`int`, defaults to 64): Blocks per forward pass.
             device (`str` or `torch.device`, *optional*): Device of the model (batches are sent there; defaults to
                 the module's device) and of the search backend.
@@ -266,6 +269,7 @@ class RealmIndex:
             fingerprint=fingerprint,
             step=step,
             search_params=backend.search_params,
+            max_norm=backend.transform.max_norm if getattr(backend, "transform", None) is not None else None,
         )
         return cls(blocks, embeddings, backend, manifest)
 
@@ -335,11 +339,17 @@ class RealmIndex:
         current = self.backend
         try:
             self.backend = FaissBackend(
-                current.index, self.index_type, search_params={**current.search_params, **params}, device=current.device
+                current.index,
+                self.index_type,
+                search_params={**current.search_params, **params},
+                device=current.device,
+                transform=current.transform,
             )
         except ValueError:
             # the valid keys were already written into the shared faiss index: put the previous values back
-            FaissBackend(current.index, self.index_type, search_params=current.search_params)
+            FaissBackend(
+                current.index, self.index_type, search_params=current.search_params, transform=current.transform
+            )
             raise
         self.manifest.search_params = self.search_params
         self.manifest.checksums = None  # faiss stores the search parameters in its file
@@ -624,7 +634,16 @@ class RealmIndex:
             backend: TorchExactBackend | FaissBackend = TorchExactBackend(embeddings, ids, device=device)
         else:
             params = {**manifest.search_params, **(search_params or {})}
-            backend = FaissBackend.load(directory, manifest.index_type, search_params=params, device=device)
+            transform = None
+            if manifest.index_type == COMPRESSED:
+                if manifest.max_norm is None:
+                    raise ValueError(
+                        f"{directory} is a 'compressed' index without max_norm in its manifest; rebuild the index."
+                    )
+                transform = MipsToL2(manifest.dim, manifest.max_norm)
+            backend = FaissBackend.load(
+                directory, manifest.index_type, search_params=params, device=device, transform=transform
+            )
         return cls(blocks, embeddings, backend, manifest)
 
     def push_to_hub(
