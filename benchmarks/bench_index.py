@@ -232,6 +232,9 @@ def main() -> None:
     add_argument(parser, "--batch-size", type=int, default=64)
     add_argument(parser, "--threads", type=int, default=2)
     add_argument(parser, "--output-name", default="index", help="results/<name>.json, .md, _recall_qps.png")
+    add_argument(parser, "--append", action="store_true",
+                 help="add this run's rows to results/<output-name>.json (replacing rows of the same data and index "
+                      "type, the first run's exact reference kept) instead of overwriting it")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     torch.set_num_threads(args.threads)
@@ -258,7 +261,37 @@ def main() -> None:
         results["index_types"] += compare_types(fake_blocks, synthetic, synthetic_queries,
                                                 f"{args.synthetic_size:,} synthetic", args.nlist, args.index_types)
     results["total_s"] = time.perf_counter() - began
+    if args.append and os.path.isfile(os.path.join(RESULTS, f"{args.output_name}.json")):
+        results = append_to(results, args.output_name)
     write(results, args.output_name)
+
+
+def append_to(results: dict, name: str) -> dict:
+    """The results in results/<name>.json with this run's rows added: a (data, index type) measured again replaces
+    the old rows, except the exact reference (faiss Flat) of a data set already there, whose ratios the old rows use.
+    The new rows keep their × exact against their own run's Flat, measured side by side in that run."""
+    with open(os.path.join(RESULTS, f"{name}.json"), encoding="utf-8") as f:
+        merged = json.load(f)
+    old_data = {row["data"] for row in merged["index_types"]}
+    new = [row for row in results["index_types"] if not (row["index_type"] == "Flat" and row["data"] in old_data)]
+    replaced = {(row["data"], row["index_type"]) for row in new}
+    merged["index_types"] = [r for r in merged["index_types"] if (r["data"], r["index_type"]) not in replaced] + new
+    merged.setdefault("appended_runs", []).append({
+        "command": command_line(results["settings"], name), "total_s": results["total_s"],
+        "machine": results["machine"], "rows": sorted({f"{data}: {index_type}" for data, index_type in replaced})})
+    return merged
+
+
+def command_line(settings: dict, name: str) -> str:
+    """The command that reproduces a run with these settings."""
+    options = ["--skip-real"] if settings["skip_real"] else [f"--max-articles {settings['max_articles']}"]
+    options += [f"--{key.replace('_', '-')} {settings[key]}" for key in ("synthetic_size", "synthetic_clusters", "nlist")]
+    options += [f"--threads {settings['threads']}"] if settings["threads"] != 2 else []
+    if settings["index_types"] != INDEX_TYPES:
+        options.append("--index-types " + " ".join(f"'{t}'" if "{" in t else t for t in settings["index_types"]))
+    options += [f"--output-name {name}"] if name != "index" else []
+    options += ["--append"] if settings.get("append") else []
+    return "HF_HUB_OFFLINE=1 python benchmarks/bench_index.py " + " ".join(options)
 
 
 def real_data(args: argparse.Namespace) -> dict:
@@ -353,17 +386,17 @@ def write(results: dict, name: str = "index") -> None:
     with open(os.path.join(RESULTS, f"{name}.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2, default=str)
     settings, machine = results["settings"], results["machine"]
-    options = ["--skip-real"] if settings["skip_real"] else [f"--max-articles {settings['max_articles']}"]
-    options += [f"--{key.replace('_', '-')} {settings[key]}" for key in ("synthetic_size", "synthetic_clusters", "nlist")]
-    options += [f"--threads {settings['threads']}"] if settings["threads"] != 2 else []
-    options += [f"--output-name {name}"] if name != "index" else []
-    command = "HF_HUB_OFFLINE=1 python benchmarks/bench_index.py " + " ".join(options)
     lines = [
         "# MIPS index benchmark", "",
-        f"Command: `{command}` ({results['total_s'] / 60:.1f} minutes).", "",
+        f"Command: `{command_line(settings, name)}` ({results['total_s'] / 60:.1f} minutes).", "",
         f"Machine: {machine['cores']} cores, torch {machine['torch']}, faiss {machine['faiss']}, "
         f"{machine['threads']} threads; load average at start {machine['load_average_at_start']}.",
     ]
+    for run in results.get("appended_runs", []):
+        lines += ["", f"Rows of {', '.join(run['rows'])} added by `{run['command']}` ({run['total_s'] / 60:.1f} "
+                      f"minutes, {run['machine']['threads']} threads, load average at start "
+                      f"{[round(x, 2) for x in run['machine']['load_average_at_start']]}: the machine was shared, so "
+                      "their × exact is against the faiss Flat search of that same run, measured side by side)."]
     if "build" in results:
         build = results["build"]
         lines += [
