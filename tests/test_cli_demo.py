@@ -129,6 +129,8 @@ def test_training_questions_are_answered_by_their_articles(demo_run):
             assert row["source"] in ("webquestions-train.jsonl", "nq-dev.jsonl")
             assert not {normalize_answer(answer) for answer in row["answers"]} & held_out
             assert normalize_answer(row["question"]) not in {normalize_answer(r["question"]) for r in evaluation}
+            padded = f" {normalize_answer(row['question'])} "
+            assert not any(f" {answer} " in padded for answer in held_out), row["question"]  # names no answer
         else:  # title probes
             assert row["question"].endswith("?") and " ," not in row["question"]
             assert row["answers"] == [row["answers"][0]]
