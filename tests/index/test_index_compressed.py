@@ -12,7 +12,7 @@ import torch
 from index_helpers import MeanPoolEmbedder, make_blocks
 
 from realm_hf.index import RealmIndex
-from realm_hf.index.compressed import CODE_BYTES, MipsToL2
+from realm_hf.index.compressed import CODE_BYTES, MipsToL2, compressed_faiss_index
 from realm_hf.validation import check_index_type
 
 
@@ -50,12 +50,12 @@ def test_agrees_with_exact_search_on_vectors_of_varied_norms(varied):
     vectors, queries, index = varied
     exact_scores, exact_ids = _index(vectors, "torch-exact").search(queries, K)
     scores, ids = index.search(queries, K)
-    # measured 0.88, as IVF12,PQ32 over inner products (0.89); L2 search without the transform finds none (0.0)
+    # measured 0.89, as IVF12,PQ32 over inner products; L2 search without the transform finds none of them (0.0)
     assert _recall(ids, exact_ids) >= 0.85
     # the scores are inner products (turned back from L2 distances), descending, close to the exact ones
     true_scores = torch.einsum("bd,bkd->bk", torch.from_numpy(queries), index.get_embeddings(ids))
     error = (scores - true_scores).abs() / exact_scores.abs().max()
-    assert float(error.median()) < 0.02 and float(error.max()) < 0.25  # measured 0.006 / 0.16 (codes of tails)
+    assert float(error.median()) < 0.02 and float(error.max()) < 0.25  # measured 0.008 / 0.11 (codes of tails)
     assert bool((scores[:, :-1] >= scores[:, 1:]).all())
 
 
@@ -79,6 +79,19 @@ def test_layout_and_search_params(varied):
     ivf = faiss.extract_index_ivf(index.backend.index)
     assert ivf.code_size == CODE_BYTES and ivf.metric_type == faiss.METRIC_L2 and ivf.by_residual
     assert CODE_BYTES + 8 <= 60  # + centroids and codebooks: <= 64 B/block at scale (benchmarks/results/index.md)
+
+
+@pytest.mark.parametrize("dim", [16, 128, 384])
+def test_the_placement_keeps_inner_products(dim):
+    index = compressed_faiss_index(dim, 10_000)  # the owner: a downcast proxy alone would dangle
+    placement = faiss.downcast_VectorTransform(faiss.downcast_index(index).chain.at(0))
+    vectors = np.random.default_rng(0).standard_normal((8, dim + 1)).astype(np.float32)
+    placed = placement.apply(vectors)  # [8, 52 * dsub]
+    assert placed.shape[1] % CODE_BYTES == 0
+    np.testing.assert_allclose(placed @ placed.T, vectors @ vectors.T, rtol=1e-5, atol=1e-4)
+    # the extra coordinate (the norm) has the last sub-vector to itself
+    dsub = placed.shape[1] // CODE_BYTES
+    np.testing.assert_array_equal(placed[:, -dsub:], np.pad(vectors[:, -1:], ((0, 0), (0, dsub - 1))))
 
 
 def test_round_trip(tmp_path, varied):
@@ -137,7 +150,7 @@ def test_add_and_remove_keep_ids(caplog):
     exact = RealmIndex.from_embeddings(index.blocks, np.asarray(index.embeddings), index_type="torch-exact")
     _, exact_ids = exact.search(queries, K)
     _, ids = index.search(queries, K)
-    assert _recall(ids, exact_ids) >= 0.85  # measured 0.93
+    assert _recall(ids, exact_ids) >= 0.8  # measured 0.87
     assert not bool(torch.isin(ids, torch.arange(0, 1000, 2)).any())
     # a vector longer than the build's max norm cannot be placed exactly: said, not silently mis-ranked
     with caplog.at_level("WARNING"):

@@ -219,7 +219,7 @@ class FaissBackend:
         transform = MipsToL2.fit(embeddings) if index_type == COMPRESSED else None
         try:
             if transform is not None:
-                base = compressed_faiss_index(dim, len(embeddings), seed=seed)
+                base = compressed_faiss_index(dim, len(embeddings))
                 search_params = {"nprobe": DEFAULT_NPROBE, **(search_params or {})}
             else:
                 base = faiss.index_factory(dim, index_type, faiss.METRIC_INNER_PRODUCT)
