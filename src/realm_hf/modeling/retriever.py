@@ -27,9 +27,9 @@ class RealmEmbedder(nn.Module):
 
     def __init__(self, config: RealmRetrieverConfig):
         super().__init__()
+        self.config = config  # read at each call: `length_buckets` may be changed on a loaded model
         self.pooling = config.pooling
         self.normalize = config.normalize_embeddings
-        self.length_buckets = config.length_buckets
         self.bert = build_bert(config.bert_config, add_pooling_layer=config.pooling == "pooler")
         hidden_size = config.bert_config.hidden_size
         if config.projection_size is None:
@@ -52,7 +52,7 @@ class RealmEmbedder(nn.Module):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         hidden, pooler_output = run_bert(
-            self.bert, input_ids, attention_mask, token_type_ids, length_buckets=self.length_buckets
+            self.bert, input_ids, attention_mask, token_type_ids, length_buckets=self.config.length_buckets
         )  # [N, L, H], [N, H] or None
         if self.pooling == "cls":
             pooled = hidden[:, 0]  # [N, H]

@@ -43,6 +43,13 @@ class ModelArguments:
     pooling: str = field(default="cls", metadata={"help": "Retriever pooling when starting from BERT: cls/pooler/mean."})
     share_towers: bool = field(default=True, metadata={"help": "One network for queries and documents."})
     random_init: bool = field(default=False, metadata={"help": "Tiny random models (tests / smoke runs)."})
+    length_buckets: int = field(
+        default=1,
+        metadata={
+            "help": "Run BERT over a batch's candidate blocks and joined sequences in this many length buckets, each "
+            "padded only to its own longest row (same outputs, less work on padding; see the models' configs)."
+        },
+    )
 
 
 @dataclass

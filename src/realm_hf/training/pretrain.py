@@ -203,6 +203,7 @@ class RealmPretrainer(TrainingLoop):
             retriever = RealmRetriever.from_pretrained(pretraining_args.ict_warm_start)
         if not pretraining_args.use_null_document:
             retriever.freeze_null_document_prior()
+        retriever.config.length_buckets = encoder.config.length_buckets = model_args.length_buckets
 
         work = os.path.join(loop_args.output_dir, "corpus")
         with accelerator.main_process_first():
