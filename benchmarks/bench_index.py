@@ -268,15 +268,20 @@ def main() -> None:
 
 def append_to(results: dict, name: str) -> dict:
     """The results in results/<name>.json with this run's rows added: a (data, index type) measured again replaces
-    the old rows, except the exact reference (faiss Flat) of a data set already there, whose ratios the old rows use.
-    The new rows keep their × exact against their own run's Flat, measured side by side in that run."""
+    the old rows, except the exact reference (faiss Flat) of a data set whose other old rows stay (their ratios use
+    it). The new rows keep their × exact against their own run's Flat, measured side by side in that run."""
     with open(os.path.join(RESULTS, f"{name}.json"), encoding="utf-8") as f:
         merged = json.load(f)
-    old_data = {row["data"] for row in merged["index_types"]}
-    new = [row for row in results["index_types"] if not (row["index_type"] == "Flat" and row["data"] in old_data)]
+    measured = {(row["data"], row["index_type"]) for row in results["index_types"]}
+    kept_data = {r["data"] for r in merged["index_types"] if r["index_type"] != "Flat" and (r["data"], r["index_type"])
+                 not in measured}
+    new = [row for row in results["index_types"] if not (row["index_type"] == "Flat" and row["data"] in kept_data)]
     replaced = {(row["data"], row["index_type"]) for row in new}
     merged["index_types"] = [r for r in merged["index_types"] if (r["data"], r["index_type"]) not in replaced] + new
-    merged.setdefault("appended_runs", []).append({
+    for run in merged.get("appended_runs", []):  # earlier appended runs keep only the rows still theirs
+        run["rows"] = [row for row in run["rows"] if tuple(row.split(": ", 1)) not in replaced]
+    merged["appended_runs"] = [run for run in merged.get("appended_runs", []) if run["rows"]]
+    merged["appended_runs"].append({
         "command": command_line(results["settings"], name), "total_s": results["total_s"],
         "machine": results["machine"], "rows": sorted({f"{data}: {index_type}" for data, index_type in replaced})})
     return merged
@@ -392,11 +397,6 @@ def write(results: dict, name: str = "index") -> None:
         f"Machine: {machine['cores']} cores, torch {machine['torch']}, faiss {machine['faiss']}, "
         f"{machine['threads']} threads; load average at start {machine['load_average_at_start']}.",
     ]
-    for run in results.get("appended_runs", []):
-        lines += ["", f"Rows of {', '.join(run['rows'])} added by `{run['command']}` ({run['total_s'] / 60:.1f} "
-                      f"minutes, {run['machine']['threads']} threads, load average at start "
-                      f"{[round(x, 2) for x in run['machine']['load_average_at_start']]}: the machine was shared, so "
-                      "their × exact is against the faiss Flat search of that same run, measured side by side)."]
     if "build" in results:
         build = results["build"]
         lines += [
@@ -408,6 +408,11 @@ def write(results: dict, name: str = "index") -> None:
             f"| `RealmIndex.build` (embed + faiss Flat) | {build['realm_index_build_s']:.1f} | {build['blocks_per_s']:.0f} |",
             "", f"Overhead of the pipeline over the model's own forward: {100 * build['overhead']:+.1f}%.",
         ]
+    for run in results.get("appended_runs", []):
+        lines += ["", f"Rows of {', '.join(run['rows'])} added by `{run['command']}` ({run['total_s'] / 60:.1f} "
+                      f"minutes, {run['machine']['threads']} threads, load average at start "
+                      f"{[round(x, 2) for x in run['machine']['load_average_at_start']]}: the machine was shared, so "
+                      "their × exact is against the faiss Flat search of that same run, measured side by side)."]
     approximate, compressed = GOALS["approximate"], GOALS["compressed"]
     lines += [
         "", "## Goals", "",
