@@ -25,7 +25,7 @@ ARTICLES = [
     {"id": "9", "title": "Telephone", "text": "Alexander Graham Bell patented the telephone."},
 ]
 QA = [
-    ("what language is spoken in chile", ["Spanish"]),  # the same kind of question as the evaluation one
+    ("what language is spoken in chile", ["Spanish"]),
     ("what language do they speak in angola", ["Portuguese"]),  # an evaluation answer: never a target
     ("where is portuguese spoken", ["Angola"]),  # names an evaluation answer: left out too
     ("who founded rome", ["Romulus"]),
@@ -60,18 +60,3 @@ def test_no_evaluation_answer_is_a_target_or_a_question_word(setup):
     for row in rows:  # each answered by the article recorded for it
         article = ARTICLES[int(row["article_id"])]
         assert article["title"] == row["title"] and row["answers"][0] in article["text"]
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_questions_like_the_evaluation_ones_come_first(setup, seed):
-    bm25, qa_dir = setup
-    rows = shared_qa_training_questions(
-        ARTICLES, bm25, qa_dir, EVALUATION, limit=2, per_question=2, seed=seed, similar_per_question=1
-    )
-    assert len(rows) == 2 and "what language is spoken in chile" in [row["question"] for row in rows]
-    sampled = {
-        row["question"]
-        for seed in range(8)
-        for row in shared_qa_training_questions(ARTICLES, bm25, qa_dir, EVALUATION, limit=2, per_question=2, seed=seed)
-    }
-    assert len(sampled) > 2  # without similar_per_question: a seeded sample of all

@@ -20,7 +20,7 @@ from transformers import AutoTokenizer
 from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS,
-    DEMO_SIMILAR_QUESTIONS, DEMO_TRAIN_QUESTIONS,
+    DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import resolve_bert_path
@@ -292,7 +292,7 @@ def prepare_demo_data(
     if settings.train_qa and bm25 is not None:
         training = shared_qa_training_questions(
             embedded, bm25, settings.train_qa, evaluation or [{"question": q, "answers": []} for q in questions],
-            limit=settings.train_questions, similar_per_question=DEMO_SIMILAR_QUESTIONS,
+            limit=settings.train_questions,
         )
     position = {article["id"]: i for i, article in enumerate(embedded)}
     articles, focus_ids = select_demo_articles(

@@ -6,15 +6,13 @@
 - Training questions ([`shared_qa_training_questions`]): real questions of the shared QA training sets (WebQuestions
   train, NQ-open dev) whose answer string occurs in one of their BM25 top articles of the embedded corpus (distant
   supervision, as REALM's Open-QA fine-tuning: only the question and its answers are given). They teach the reader
-  the kinds of questions asked: up to half of them are those most like the evaluation questions by BM25 over the
-  question words (e.g. "what language is spoken in ..." brings other language questions), the rest a random sample.
-  Questions equal to an evaluation question, sharing a reference answer with one, or naming one in their text are
-  left out, so no evaluation answer is ever a training target or a training question's word.
+  the kinds of questions asked. Questions equal to an evaluation question, sharing a reference answer with one, or
+  naming one in their text are left out, so no evaluation answer is ever a training target or a training question's
+  word.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -63,7 +61,7 @@ def _mentions(text: str, answer: str) -> bool:
 
 def shared_qa_training_questions(
     articles: list[dict], bm25: Any, qa_dir: str, exclude: list[dict], limit: int, per_question: int = 3,
-    seed: int = 0, similar_per_question: int = 0,
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
     r"""
     Open-QA training questions from the shared QA sets that the embedded corpus can answer.
@@ -81,10 +79,6 @@ def shared_qa_training_questions(
         exclude (`list[dict]`): The evaluation questions ([`load_demo_questions`]).
         limit (`int`): Questions returned at most (a seeded sample, in file order).
         per_question (`int`): BM25 articles searched for the answer.
-        similar_per_question (`int`): For each question of `exclude`, take its `similar_per_question` most similar
-            training questions first (BM25 over the questions' words, round robin, at most `limit // 2` in all), so
-            the reader is taught the kinds of questions it will be asked; the rest is a seeded sample. 0: a sample
-            only.
 
     Returns:
         `list[dict]`: rows of the QA JSONL format with `title`, `article_id` and `source` (the QA file).
@@ -120,27 +114,11 @@ def shared_qa_training_questions(
                          "title": article["title"], "article_id": article["id"], "source": name}
                     )
                     break
-    similar = _similar_questions(candidates, [row["question"] for row in exclude], similar_per_question, limit // 2)
-    taken = set(similar)
-    rest = [c for c in range(len(candidates)) if c not in taken]
-    sampled = random.Random(seed).sample(rest, min(limit - len(similar), len(rest)))
-    chosen = sorted(similar + sampled)
+    chosen = sorted(random.Random(seed).sample(range(len(candidates)), min(limit, len(candidates))))
     examples = [{"id": i, **candidates[c]} for i, c in enumerate(chosen)]
     logger.info(
-        "Training questions: %d of %d answerable shared QA questions (%s; %d of them the most like the evaluation "
-        "questions), evaluation questions and answers left out",
-        len(examples), len(candidates), ", ".join(SHARED_QA_FILES), len(similar),
+        "Training questions: %d of %d answerable shared QA questions (%s), evaluation questions and answers left out",
+        len(examples), len(candidates), ", ".join(SHARED_QA_FILES),
     )
     return examples
 
-
-def _similar_questions(candidates: list[dict], questions: list[str], per_question: int, limit: int) -> list[int]:
-    """Positions in `candidates` of the `per_question` BM25 best training questions for each of `questions` (round
-    robin, best first, at most `limit`); none without bm25s or with `per_question` 0."""
-    if per_question < 1 or not candidates or not questions or importlib.util.find_spec("bm25s") is None:
-        return []
-    from .index.bm25 import Bm25Retriever
-
-    bm25 = Bm25Retriever([{"block_id": i, "text": row["question"]} for i, row in enumerate(candidates)])
-    ranked = bm25.search_text(questions, k=min(per_question, len(candidates))).T.reshape(-1).tolist()
-    return list(dict.fromkeys(ranked))[:limit]

@@ -16,5 +16,3 @@ DEMO_FOCUS_ARTICLES = 50
 """Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
 DEMO_TRAIN_QUESTIONS = 600
 """Open-QA training questions taken from the shared QA sets at most, `--train-questions`."""
-DEMO_SIMILAR_QUESTIONS = 10
-"""Training questions taken first for each evaluation question: its most similar ones by BM25 (at most half of all)."""
