@@ -138,6 +138,167 @@ def pretrain_tokens(seq_len: int) -> int:
 OPENQA_TOKENS = QA_BATCH * QA_TOP_K * QA_LEN + QA_BATCH * QUERY_LEN
 
 
+# ---------------------------------------------------------------------------------- the padded step (issue 13)
+# Lengths of real blocks: wiki-2015, first 100 articles of shard 0, block_length 288 (2,032 blocks): percentiles
+# 10/25/50/75/90 = 245/261/273/281/286 wordpieces, mean 264. Masked sentences: 12-32 wordpieces.
+BLOCK_LENGTH_PERCENTILES = ((0.0, 120), (0.10, 245), (0.25, 261), (0.50, 273), (0.75, 281), (0.90, 286), (1.0, 288))
+PADDED_B = 4  # four masked sentences, K = 8 candidates each (the null document first)
+PADDED_LENGTH_BUCKETS = 2  # the null documents apart from the blocks (`length_bucket_groups` cuts there first)
+
+
+def _real_block_lengths(generator: torch.Generator, count: int) -> list[int]:
+    """Block lengths drawn from the wiki-2015 percentiles above (linear between them)."""
+    lengths = []
+    for u in torch.rand(count, generator=generator).tolist():
+        for (p0, l0), (p1, l1) in zip(BLOCK_LENGTH_PERCENTILES, BLOCK_LENGTH_PERCENTILES[1:]):
+            if u <= p1:
+                lengths.append(round(l0 + (l1 - l0) * (u - p0) / (p1 - p0)))
+                break
+    return lengths
+
+
+def padded_pretrain_inputs(seq_len: int = 288) -> dict[str, torch.Tensor]:
+    """A REALM batch as the collator pads it: per sentence the null document (an empty block; joined = the sentence
+    alone) and K-1 blocks of real lengths; every tensor right-padded to the batch's longest row."""
+    g = torch.Generator().manual_seed(seq_len + 1)
+    query_lengths = torch.randint(12, QUERY_LEN + 1, (PADDED_B,), generator=g).tolist()
+    query = torch.zeros(PADDED_B, QUERY_LEN, dtype=torch.long)
+    labels = torch.full((PADDED_B, seq_len), -100)
+    for b, length in enumerate(query_lengths):
+        query[b, :length] = _random_ids(g, length)
+        query[b, 0], query[b, length - 1] = CLS, SEP
+        position = 1 + int(torch.randint(0, length - 2, (1,), generator=g))
+        labels[b, position], query[b, position] = query[b, position], MASK
+    block_lengths = [[2] + _real_block_lengths(g, K - 1) for _ in range(PADDED_B)]  # ∅ = [CLS] [SEP]
+    blocks = torch.zeros(PADDED_B, K, seq_len, dtype=torch.long)
+    joined = torch.zeros(PADDED_B, K, seq_len, dtype=torch.long)
+    joined_lengths = torch.zeros(PADDED_B, K, dtype=torch.long)
+    for b in range(PADDED_B):
+        for k, length in enumerate(block_lengths[b]):
+            blocks[b, k, :length] = _random_ids(g, length)
+            blocks[b, k, 0], blocks[b, k, length - 1] = CLS, SEP
+            body = blocks[b, k, TITLE_LEN : length - 1] if length > TITLE_LEN else blocks[b, k, :0]
+            row = torch.cat([query[b, : query_lengths[b]], body])[: seq_len - 1]
+            joined[b, k, : len(row)], joined[b, k, len(row)] = row, SEP
+            joined_lengths[b, k] = len(row) + 1
+    positions = torch.arange(seq_len)
+    block_mask = (positions < torch.tensor(block_lengths)[..., None]).long()  # [B, K, L]
+    joined_mask = (positions < joined_lengths[..., None]).long()  # [B, K, L]
+    joined_types = ((positions >= torch.tensor(query_lengths)[:, None, None]) & joined_mask.bool()).long()
+    block_types = ((positions >= TITLE_LEN) & block_mask.bool()).long()
+    query_mask = (torch.arange(QUERY_LEN) < torch.tensor(query_lengths)[:, None]).long()  # [B, 32]
+    return dict(query=query, query_mask=query_mask, blocks=blocks, block_mask=block_mask, block_types=block_types,
+                joined=joined, joined_mask=joined_mask, joined_types=joined_types, labels=labels)
+
+
+def run_padded_step(rounds: int, warmup: int = 1) -> dict:
+    """Today's REALM step (fp32, one padded batch), the new one (bf16 autocast, length buckets) and a bare
+    `BertModel` fwd+bwd over the same padded tensors, interleaved, on the same weights; real (non-pad) tokens/s."""
+    from transformers import BertConfig, BertModel
+
+    from realm_hf import RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig, RealmRetriever, RealmRetrieverConfig
+
+    torch.set_num_threads(2)
+    load_start = os.getloadavg()
+    x = padded_pretrain_inputs(288)
+    torch.manual_seed(0)
+    retriever = RealmRetriever(RealmRetrieverConfig(bert_config=BERT, pooling="cls", query_max_length=QUERY_LEN,
+                                                    block_max_length=288)).train()
+    encoder = RealmKnowledgeEncoder(RealmKnowledgeEncoderConfig(bert_config=BERT, num_candidates=K, max_length=288,
+                                                                mask_token_id=MASK)).train()
+    enc_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train()
+    ret_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train()
+    for model in (retriever, encoder, enc_bert, ret_bert):  # no dropout: the variants' losses are compared
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+    flat = {name: x[name].view(-1, 288) for name in ("blocks", "block_mask", "block_types", "joined", "joined_mask",
+                                                      "joined_types")}
+
+    def realm_step(buckets: int, dtype: torch.dtype | None) -> float:
+        retriever.config.length_buckets = encoder.config.length_buckets = buckets
+        with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            scores = retriever(query_input_ids=x["query"], query_attention_mask=x["query_mask"],
+                               candidate_input_ids=x["blocks"], candidate_attention_mask=x["block_mask"],
+                               candidate_token_type_ids=x["block_types"], null_candidate_index=0).relevance_scores
+            loss = encoder(input_ids=x["joined"], attention_mask=x["joined_mask"], token_type_ids=x["joined_types"],
+                           relevance_scores=scores, labels=x["labels"], null_candidate_index=0).loss
+        loss.backward()
+        return loss.item()
+
+    def bare_bert() -> float:
+        loss = enc_bert(input_ids=flat["joined"], attention_mask=flat["joined_mask"],
+                        token_type_ids=flat["joined_types"]).last_hidden_state.sum()
+        loss = loss + ret_bert(input_ids=flat["blocks"], attention_mask=flat["block_mask"],
+                               token_type_ids=flat["block_types"]).last_hidden_state.sum()
+        loss = loss + ret_bert(input_ids=x["query"], attention_mask=x["query_mask"]).last_hidden_state.sum()
+        loss.backward()
+        return float("nan")
+
+    variants = {
+        "today (fp32, one padded batch)": lambda: realm_step(1, None),
+        f"length buckets ({PADDED_LENGTH_BUCKETS}), fp32": lambda: realm_step(PADDED_LENGTH_BUCKETS, None),
+        "bf16 autocast, one padded batch": lambda: realm_step(1, torch.bfloat16),
+        f"new (bf16 autocast + {PADDED_LENGTH_BUCKETS} length buckets)": lambda: realm_step(PADDED_LENGTH_BUCKETS, torch.bfloat16),
+        "bare BertModel fp32 (padded)": bare_bert,
+    }
+    seconds = {name: [] for name in variants}
+    cpu_seconds = {name: [] for name in variants}  # process CPU time, all threads: less hurt by other load
+    losses = {}
+    for rep in range(warmup + rounds):
+        for name, step in variants.items():
+            for model in (retriever, encoder, enc_bert, ret_bert):
+                model.zero_grad(set_to_none=True)
+            start, cpu_start = time.perf_counter(), time.process_time()
+            losses[name] = step()
+            elapsed, cpu_elapsed = time.perf_counter() - start, time.process_time() - cpu_start
+            logger.info("padded step %s %s: %.2f s (CPU %.2f s)", name,
+                        "warmup" if rep < warmup else f"repeat {rep - warmup + 1}", elapsed, cpu_elapsed)
+            if rep >= warmup:
+                seconds[name].append(elapsed)
+                cpu_seconds[name].append(cpu_elapsed)
+    real_tokens = int(x["joined_mask"].sum() + x["block_mask"].sum() + x["query_mask"].sum())
+    padded_tokens = int(x["joined_mask"].numel() + x["block_mask"].numel() + x["query_mask"].numel())
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    cpu_medians = {name: statistics.median(values) for name, values in cpu_seconds.items()}
+    return {
+        "real_tokens": real_tokens, "padded_tokens": padded_tokens, "seconds": seconds, "cpu_seconds": cpu_seconds,
+        "median_seconds": medians, "median_cpu_seconds": cpu_medians,
+        "median_real_tokens_per_second": {name: real_tokens / t for name, t in medians.items()},
+        "loss": losses, "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+    }
+
+
+def padded_markdown(result: dict, command: str) -> str:
+    r = result
+    today = "today (fp32, one padded batch)"
+    rows = ["| step | median s | real tokens/s | × today | median CPU s (2 threads) | × today (CPU) | loss |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, t in r["median_seconds"].items():
+        loss, cpu = r["loss"][name], r["median_cpu_seconds"][name]
+        rows.append(f"| {name} | {t:.2f} | {r['median_real_tokens_per_second'][name]:,.0f} | "
+                    f"{r['median_seconds'][today] / t:.2f}x | {cpu:.2f} | {r['median_cpu_seconds'][today] / cpu:.2f}x | "
+                    f"{'-' if loss != loss else f'{loss:.4f}'} |")
+    return "\n".join([
+        "# The REALM training step on padded batches: real-token throughput",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, 2 threads; 1-minute load average "
+        f"at the start {r['loadavg_start'][0]:.1f}, at the end {r['loadavg_end'][0]:.1f}. MiniLM-size BERTs (random weights, dropout off so that losses "
+        f"compare), B={PADDED_B} masked sentences × K={K} candidates (the null document first, then blocks of real "
+        f"wiki-2015 lengths), L=288: {r['real_tokens']:,} real of {r['padded_tokens']:,} padded tokens "
+        f"({r['real_tokens'] / r['padded_tokens']:.0%}). The variants run interleaved in one process on the same "
+        f"weights, {len(next(iter(r['seconds'].values())))} timed repeats each after a warm-up.",
+        "",
+        *rows,
+        "",
+        "Real tokens = non-pad tokens of the joined sequences, candidate blocks and queries. The bare BertModel runs the "
+        "same padded tensors in fp32 (no retrieval, no MLM head): the floor of today's step.",
+        "",
+    ])
+
+
 # ----------------------------------------------------------------------------------------------------- workers
 def new_variants(seq_len: int | None) -> tuple:
     """realm_hf and bare-BERT closures for one case (seq_len None = Open-QA)."""
@@ -373,6 +534,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one round, one repeat per case (smoke run)")
     parser.add_argument("--rounds", type=int, help="alternating old/new worker invocations per case (default 3)")
+    parser.add_argument("--padded-step", action="store_true", help="only the REALM step on padded batches of real "
+                        "lengths: today's vs bf16 + length buckets vs bare BERT (writes models-padded-step.{json,md})")
     parser.add_argument("--worker", choices=["old", "new"], help=argparse.SUPPRESS)
     parser.add_argument("--case", choices=list(CASES), help=argparse.SUPPRESS)
     parser.add_argument("--warmup", type=int, help=argparse.SUPPRESS)
@@ -382,6 +545,14 @@ def main() -> None:
 
     if args.worker:
         print(json.dumps(run_worker(args.worker, args.case, args.warmup, args.repeats)), flush=True)
+        return
+    if args.padded_step:
+        command = " ".join(["HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py", *sys.argv[1:]])
+        result = run_padded_step(args.rounds or 3)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "models-padded-step.json").write_text(json.dumps(result, indent=2) + "\n")
+        (RESULTS / "models-padded-step.md").write_text(padded_markdown(result, command))
+        print((RESULTS / "models-padded-step.md").read_text())
         return
 
     settings = dict(QUICK if args.quick else FULL)

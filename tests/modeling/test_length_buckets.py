@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from realm_hf import RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig, RealmRetriever, RealmRetrieverConfig
-from realm_hf.modeling.common import run_bert
+from realm_hf.modeling.common import length_bucket_groups, run_bert
 
 BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 120}
 B, K, L = 2, 4, 24
@@ -86,3 +86,10 @@ def test_a_mask_that_is_not_right_padded_runs_as_one_batch():
     bucketed, _ = run_bert(encoder.bert, ids, mask, length_buckets=3)
     assert lengths == [L, L]
     torch.testing.assert_close(bucketed, reference)
+
+
+def test_buckets_part_the_null_documents_from_the_blocks_first():
+    lengths = torch.tensor([30, 31, 240, 251, 262, 286, 288, 288])  # sorted: two null-document rows, six blocks
+    assert length_bucket_groups(lengths, 2) == [slice(0, 2), slice(2, 8)]
+    assert length_bucket_groups(lengths, 3) == [slice(0, 2), slice(2, 5), slice(5, 8)]  # then the 262 -> 286 gap
+    assert length_bucket_groups(torch.tensor([288, 288, 288]), 4) == [slice(0, 3)]  # nothing to cut

@@ -139,6 +139,16 @@ def flatten_candidates(tensor: torch.Tensor | None) -> torch.Tensor | None:
     return None if tensor is None else tensor.reshape(-1, tensor.shape[-1])
 
 
+def length_bucket_groups(sorted_lengths: torch.Tensor, length_buckets: int) -> list[slice]:
+    """Split ascending row lengths `[N]` into at most `length_buckets` runs, cut where consecutive lengths differ
+    most: REALM's short null-document rows part from the full blocks first, then the blocks by their largest gaps."""
+    gaps = sorted_lengths[1:] - sorted_lengths[:-1]  # [N-1]
+    cuts = gaps.argsort(descending=True, stable=True)[: length_buckets - 1]
+    cuts = sorted(int(cut) + 1 for cut, gap in zip(cuts, gaps[cuts]) if gap > 0)
+    bounds = [0, *cuts, len(sorted_lengths)]
+    return [slice(start, end) for start, end in zip(bounds, bounds[1:])]
+
+
 def run_bert(
     bert: BertModel,
     input_ids: torch.Tensor,
@@ -151,9 +161,9 @@ def run_bert(
     and pooler output `[N, H]` (None without a pooler).
 
     With `length_buckets` > 1 the rows are sorted by their number of tokens (the attention mask's ones) and split
-    into that many groups of equal size; each group runs padded only to its own longest row, and the states are put
-    back in the original order, zeros at the positions cut off (padding, which no attention reads and no head
-    uses). Same outputs to float rounding, less work on padding: REALM's candidate sets mix full blocks with the
+    into at most that many groups where consecutive lengths differ most ([`length_bucket_groups`]); each group runs
+    padded only to its own longest row, and the states are put back in the original order, zeros at the positions
+    cut off (padding, which no attention reads and no head uses). Same outputs to float rounding, less work on padding: REALM's candidate sets mix full blocks with the
     short null document and the last blocks of articles. Rows must be right-padded (ones, then zeros); otherwise,
     or with one bucket, the batch runs as one padded tensor.
     """
@@ -169,9 +179,8 @@ def run_bert(
         return outputs.last_hidden_state, outputs.pooler_output
     order = lengths.argsort()  # [N]
     hidden_parts, pooled_parts = [], []
-    for group in order.tensor_split(min(length_buckets, rows)):
-        if group.numel() == 0:
-            continue
+    for group in length_bucket_groups(lengths[order], length_buckets):
+        group = order[group]  # rows of this bucket, in sorted order
         length = max(int(lengths[group].max()), 1)
         outputs = bert(
             input_ids=input_ids[group, :length],
