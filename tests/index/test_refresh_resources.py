@@ -29,7 +29,8 @@ def test_builder_process_reports_its_threads_and_niceness_and_the_trainer_thread
     threads_before = torch.get_num_threads()
     refresher = IndexRefresher(
         tmp_path / "r", build_flat_index, {"blocks_dir": blocks_dir}, mode="process", index=initial,
-        num_threads=1, niceness=19, trainer_threads=1,
+        # niceness 10, not 19: at 19 the builder got ~1.5 % of a core on a loaded machine and missed the timeout
+        num_threads=1, niceness=10, trainer_threads=1,
     )
     try:
         refresher.request_refresh(1, tower.state_dict())
@@ -38,8 +39,8 @@ def test_builder_process_reports_its_threads_and_niceness_and_the_trainer_thread
         assert torch.get_num_threads() == threads_before  # given back once the builder is idle
         report = refresher.builder_reports[-1]
         assert report["device"] == "cpu" and report["num_threads"] == 1
-        assert report["niceness"] == min(19, os.nice(0) + 19) and report["pid"] != os.getpid()
-        assert refresher.stats[-1]["builder_threads"] == 1 and refresher.stats[-1]["builder_niceness"] == 19
+        assert report["niceness"] == min(19, os.nice(0) + 10) and report["pid"] != os.getpid()
+        assert refresher.stats[-1]["builder_threads"] == 1 and refresher.stats[-1]["builder_niceness"] == 10
     finally:
         refresher.close()
         torch.set_num_threads(threads_before)
