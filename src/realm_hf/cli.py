@@ -41,8 +41,9 @@ def _add_demo(subparsers) -> None:
     parser = subparsers.add_parser(
         "demo",
         help="The REALM story on the embedded default corpus: pre-train briefly, fine-tune briefly, answer (CPU, minutes).",
-        description="Pre-train MiniLM briefly with REALM (salient-span MLM through retrieval, one index refresh), "
-        "fine-tune it for Open-QA on questions made from the corpus, and answer a few questions with their evidence. "
+        description="Pre-train MiniLM briefly with REALM (salient-span MLM through retrieval; no index refresh in so "
+        "few steps, so runs repeat), fine-tune it for Open-QA on real questions of the shared QA sets (or on title "
+        "probes made from the corpus, --train-qa titles), and answer a few questions with their evidence. "
         "Finished stages in --output are reused. --retrieval-only is the fast path: index the same-sized corpus once "
         "with MiniLM, show the top blocks, no training, no answer.",
     )
