@@ -198,6 +198,10 @@ class RealmReaderConfig(PreTrainedConfig):
             Maximum number of wordpieces of the joined sequence `[CLS] question [SEP] block [SEP]`.
         span_layer_norm_eps (`float`, *optional*, defaults to 1e-3):
             Epsilon of the LayerNorm inside the span scorer (the released checkpoints use 1e-3).
+        length_buckets (`int`, *optional*, defaults to 1):
+            Run BERT over the joined sequences of a batch in this many length buckets, each padded only to its own
+            longest row (see [`realm_hf.modeling.common.run_bert`]): the same outputs to float rounding with less
+            work on padding. 1 runs them as one padded batch.
     """
 
     model_type = "realm_reader"
@@ -208,10 +212,12 @@ class RealmReaderConfig(PreTrainedConfig):
     max_span_width: int = 10
     max_length: int = 288
     span_layer_norm_eps: float = 1e-3
+    length_buckets: int = 1
 
     def validate_realm_reader(self):
         """Part of `@strict` validation: REALM-specific values."""
         _check_positive("span_hidden_size", self.span_hidden_size)
+        _check_positive("length_buckets", self.length_buckets)
         _check_positive("max_span_width", self.max_span_width)
         _check_positive("max_length", self.max_length)
         _check_fits_positions("max_length", self.max_length, self.bert_config)

@@ -4,7 +4,10 @@ their own longest row, with the same outputs and gradients as one padded batch."
 import pytest
 import torch
 
-from realm_hf import RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig, RealmRetriever, RealmRetrieverConfig
+from realm_hf import (
+    RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig, RealmReader, RealmReaderConfig, RealmRetriever,
+    RealmRetrieverConfig,
+)
 from realm_hf.modeling.common import length_bucket_groups, run_bert
 
 BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 120}
@@ -93,3 +96,23 @@ def test_buckets_part_the_null_documents_from_the_blocks_first():
     assert length_bucket_groups(lengths, 2) == [slice(0, 2), slice(2, 8)]
     assert length_bucket_groups(lengths, 3) == [slice(0, 2), slice(2, 5), slice(5, 8)]  # then the 262 -> 286 gap
     assert length_bucket_groups(torch.tensor([288, 288, 288]), 4) == [slice(0, 3)]  # nothing to cut
+
+
+def test_reader_span_scores_and_loss_match_one_padded_batch():
+    g = torch.Generator().manual_seed(3)
+    ids, mask = right_padded([9, 24, 14, 20, 9, 22, 16, 24], L, g)
+    ids, mask = ids.view(B, K, L), mask.view(B, K, L)
+    types = (torch.arange(L) >= 5).long().expand(B, K, L) * mask  # the question is the first 5 wordpieces
+    starts = torch.full((B, K, 1), 6)
+    padded, bucketed = pair(RealmReader, RealmReaderConfig, span_hidden_size=16, max_length=L)
+    lengths = bert_lengths(bucketed)
+    outputs = [
+        model(input_ids=ids, attention_mask=mask, token_type_ids=types, relevance_scores=torch.zeros(B, K),
+              start_positions=starts, end_positions=starts + 1)
+        for model in (padded, bucketed)
+    ]
+    torch.testing.assert_close(outputs[1].loss, outputs[0].loss, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(outputs[1].span_log_probs, outputs[0].span_log_probs, atol=1e-4, rtol=1e-4)
+    for name in ("best_candidate", "best_start", "best_end"):
+        assert torch.equal(getattr(outputs[1], name), getattr(outputs[0], name)), name
+    assert min(lengths) < L

@@ -11,6 +11,7 @@ from torch import nn
 from ..configuration import RealmReaderConfig
 from .common import (
     RealmPreTrainedModel, build_bert, check_same_shape, check_token_inputs, flatten_candidates, load_bert,
+    run_bert,
 )
 from .outputs import RealmReaderOutput
 from .retriever import load_bert_weights
@@ -118,11 +119,10 @@ class RealmReader(RealmPreTrainedModel):
         if block_mask is None:
             block_mask = default_block_mask(input_ids, attention_mask, token_type_ids)
 
-        hidden = self.bert(
-            input_ids=flatten_candidates(input_ids),
-            attention_mask=flatten_candidates(attention_mask),
-            token_type_ids=flatten_candidates(token_type_ids),
-        ).last_hidden_state  # [B*K, L, H]
+        hidden, _ = run_bert(
+            self.bert, flatten_candidates(input_ids), flatten_candidates(attention_mask),
+            flatten_candidates(token_type_ids), length_buckets=self.config.length_buckets,
+        )  # [B*K, L, H]
         starts, ends = enumerate_spans(seq_length, self.config.max_span_width, input_ids.device)  # [S], [S]
         span_logits = self.span_scorer(hidden, starts, ends).view(batch_size, num_candidates, -1).float()  # [B, K, S]
         valid = block_mask[:, :, starts] & block_mask[:, :, ends]  # [B, K, S]

@@ -46,8 +46,9 @@ class ModelArguments:
     length_buckets: int = field(
         default=1,
         metadata={
-            "help": "Run BERT over a batch's candidate blocks and joined sequences in this many length buckets, each "
-            "padded only to its own longest row (same outputs, less work on padding; see the models' configs)."
+            "help": "Run BERT over a batch's candidate blocks and joined sequences (pre-training: encoder and "
+            "retriever; Open-QA: reader and retriever) in this many length buckets, each padded only to its own "
+            "longest row (same outputs, less work on padding; see the models' configs)."
         },
     )
 

@@ -245,6 +245,7 @@ class OpenQaTrainer(TrainingLoop):
         if model.retriever.doc_embedder is None and openqa_args.untie_towers:
             model = untie_retriever_towers(model)
         model.retriever.freeze_null_document_prior()  # Open-QA retrieves no null document
+        model.retriever.config.length_buckets = model.reader.config.length_buckets = model_args.length_buckets
         if model.retriever.doc_embedder is not None:
             model.retriever.doc_embedder.requires_grad_(False)  # the index's embeddings came from it
         else:
