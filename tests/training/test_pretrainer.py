@@ -22,12 +22,13 @@ from realm_hf.training import (
 )
 
 
-def make_trainer(output_dir, max_steps, refresh="4", resume=None, save_steps=0, logging_steps=2, **pretraining_kwargs):
+def make_trainer(output_dir, max_steps, refresh="4", resume=None, save_steps=0, logging_steps=2, model_kwargs=None,
+                 **pretraining_kwargs):
     loop = LoopArguments(
         output_dir=str(output_dir), max_steps=max_steps, per_device_batch_size=8, learning_rate=3e-3,
         logging_steps=logging_steps, save_steps=save_steps, report_to="none", resume_from_checkpoint=resume,
     )
-    model = ModelArguments(random_init=True)
+    model = ModelArguments(random_init=True, **(model_kwargs or {}))
     corpus = CorpusArguments(
         corpus="embedded", max_articles=6, block_length=64, query_max_length=32, joined_max_length=96,
         embed_dtype="float32",
@@ -180,6 +181,22 @@ def test_held_out_evaluation_reports_reading_with_the_gold_block_apart_from_retr
             hits, tokens = hits + correct, tokens + count
     assert tokens > 0
     assert figures["mlm_accuracy_gold_document"] == pytest.approx(100.0 * hits / tokens)
+
+
+def test_length_buckets_reach_both_models_and_leave_the_loss_unchanged(tmp_path):
+    bucketed = make_trainer(tmp_path / "bucketed", max_steps=1, refresh="0", model_kwargs={"length_buckets": 2})
+    padded = make_trainer(tmp_path / "padded", max_steps=1, refresh="0")
+    model = bucketed.accelerator.unwrap_model(bucketed.model)
+    assert model.retriever.config.length_buckets == 2 and model.encoder.config.length_buckets == 2
+    padded.accelerator.unwrap_model(padded.model).load_state_dict(model.state_dict())
+    # one batch for both: the null document and blocks of several lengths
+    batch, null_index = bucketed.retrieve_and_collate([bucketed.train_examples[i] for i in range(4)])
+    assert batch["attention_mask"].sum(-1).unique().numel() > 1
+    losses = []
+    for trainer in (padded, bucketed):
+        with torch.no_grad():
+            losses.append(trainer.model.eval()(batch, null_candidate_index=null_index).loss)
+    torch.testing.assert_close(losses[1], losses[0], atol=1e-5, rtol=1e-5)
 
 
 def test_reading_warmup_with_another_pretraining_corpus_is_refused(tmp_path):
