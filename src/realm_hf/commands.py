@@ -445,7 +445,8 @@ def run_demo(output: str, questions: list[str] | None = None, settings: DemoSett
     r"""
     `realm-hf demo`: the REALM story on the embedded corpus, on CPU in minutes. (1) pre-train MiniLM briefly
     ([`pretrain_demo_model`], `<output>/pretrain`), (2) fine-tune it for Open-QA on the shared QA sets' questions (or
-    title probes made from the corpus) ([`finetune_demo_model`], `<output>/openqa`), (3) answer `questions` with evidence ([`answer_questions`]).
+    title probes made from the corpus) ([`finetune_demo_model`], `<output>/openqa`), (3) answer `questions` with
+    evidence ([`answer_questions`]).
     Stages whose `final/` is complete are reused. Returns the exit status.
     """
     import sys

@@ -121,4 +121,3 @@ def shared_qa_training_questions(
         len(examples), len(candidates), ", ".join(SHARED_QA_FILES),
     )
     return examples
-

@@ -163,18 +163,17 @@ def run_bert(
     With `length_buckets` > 1 the rows are sorted by their number of tokens (the attention mask's ones) and split
     into at most that many groups where consecutive lengths differ most ([`length_bucket_groups`]); each group runs
     padded only to its own longest row, and the states are put back in the original order, zeros at the positions
-    cut off (padding, which no attention reads and no head uses). Same outputs to float rounding, less work on padding: REALM's candidate sets mix full blocks with the
-    short null document and the last blocks of articles. Rows must be right-padded (ones, then zeros); otherwise,
-    or with one bucket, the batch runs as one padded tensor.
+    cut off (padding, which no attention reads and no head uses). Same outputs to float rounding, less work on
+    padding: REALM's candidate sets mix full blocks with the short null document and the last blocks of articles.
+    Rows must be right-padded (ones, then zeros); otherwise, or with one bucket, the batch runs as one padded tensor.
     """
-    rows = input_ids.shape[0]
-    if length_buckets <= 1 or attention_mask is None or rows < 2:
-        outputs = bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return outputs.last_hidden_state, outputs.pooler_output
     seq_length = input_ids.shape[1]
-    lengths = attention_mask.sum(-1)  # [N]
-    right_padded = attention_mask.bool() == (torch.arange(seq_length, device=lengths.device) < lengths[:, None])
-    if not bool(right_padded.all()):
+    bucketed = length_buckets > 1 and attention_mask is not None and input_ids.shape[0] > 1
+    if bucketed:
+        lengths = attention_mask.sum(-1)  # [N]
+        right_padded = attention_mask.bool() == (torch.arange(seq_length, device=lengths.device) < lengths[:, None])
+        bucketed = bool(right_padded.all())
+    if not bucketed:
         outputs = bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         return outputs.last_hidden_state, outputs.pooler_output
     order = lengths.argsort()  # [N]

@@ -179,11 +179,11 @@ class RealmPretrainer(TrainingLoop):
             or pretraining_args.retriever_gate_utility is not None,
         )
         self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
-        # the step from which the retriever learns: known now, or decided by the utility gate (None until it opens)
         # the first step the retriever may learn (after the reading warm-up and retriever_freeze_steps)
         self.scheduled_retriever_start = max(
             pretraining_args.retriever_freeze_steps, pretraining_args.reading_warmup_steps
         )
+        # the step from which the retriever learns: known now, or decided by the utility gate (None until it opens)
         self.retriever_start_step: int | None = (
             self.scheduled_retriever_start if pretraining_args.retriever_gate_utility is None else None
         )
@@ -500,8 +500,9 @@ class RealmPretrainer(TrainingLoop):
             `dict` with `mlm_accuracy_with_retrieval` and `mlm_accuracy_null_document` (percent), and with gold
             blocks: `gold_top1`, `gold_top{K-1}` (fraction of sentences whose gold block is ranked first / among the
             K-1 retrieved; over the whole corpus), `gold_prior_mass` (mean `p(gold | x)` among the K candidates,
-            0 when not retrieved), `gold_posterior_mass` (mean `p(gold | x, y)`) and `mlm_accuracy_gold_document` (percent,
-            with the gold block as the only candidate: how well the encoder reads, whatever the retriever finds).
+            0 when not retrieved), `gold_posterior_mass` (mean `p(gold | x, y)`) and `mlm_accuracy_gold_document`
+            (percent, with the gold block as the only candidate: how well the encoder reads, whatever the retriever
+            finds).
         """
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
