@@ -181,6 +181,10 @@ def test_held_out_evaluation_reports_reading_with_the_gold_block_apart_from_retr
             hits, tokens = hits + correct, tokens + count
     assert tokens > 0
     assert figures["mlm_accuracy_gold_document"] == pytest.approx(100.0 * hits / tokens)
+    # without gold blocks (a real corpus, X = Z) the same reading is reported against each sentence's own block
+    source_figures = trainer.evaluate_sentences(sentences, fresh_index=False)
+    assert "gold_top1" not in source_figures and "mlm_accuracy_gold_document" not in source_figures
+    assert source_figures["mlm_accuracy_source_block"] == pytest.approx(100.0 * hits / tokens)
 
 
 def test_length_buckets_reach_both_models_and_leave_the_loss_unchanged(tmp_path):
@@ -254,3 +258,15 @@ def test_utility_gate_keeps_the_retriever_frozen_until_the_encoder_reads(tmp_pat
 def test_utility_gate_without_the_null_document_is_refused(tmp_path):
     with pytest.raises(ValueError, match="retriever_gate_utility=0.1 measures reading against the null document"):
         make_trainer(tmp_path, max_steps=1, retriever_gate_utility=0.1, use_null_document=False)
+
+
+@pytest.mark.parametrize("random_init", [True, False])
+def test_projection_size_zero_keeps_berts_own_space(random_init):
+    """`--projection_size 0` means no projection (as in Open-QA fine-tuning), for random and BERT-initialized towers."""
+    from realm_hf.training.pretrain import load_models
+
+    model = ModelArguments(random_init=random_init, retriever="minilm", encoder="minilm", pooling="mean", projection_size=0)
+    corpus = CorpusArguments(corpus="embedded", block_length=64, query_max_length=32, joined_max_length=96)
+    retriever, _ = load_models(model, corpus, vocab_size=30522, mask_token_id=103)
+    assert retriever.config.projection_size is None
+    assert retriever.config.embedding_size == retriever.config.bert_config.hidden_size

@@ -39,7 +39,9 @@ class ModelArguments:
 
     retriever: str = field(default="minilm", metadata={"help": "RealmRetriever dir, a BERT (id or dir), or 'minilm'."})
     encoder: str = field(default="minilm", metadata={"help": "RealmKnowledgeEncoder dir, a BERT, or 'minilm'."})
-    projection_size: int | None = field(default=128, metadata={"help": "Retriever embedding size (from BERT only)."})
+    projection_size: int | None = field(
+        default=128, metadata={"help": "Retriever embedding size (from BERT only; 0 = none: BERT's own space)."}
+    )
     pooling: str = field(default="cls", metadata={"help": "Retriever pooling when starting from BERT: cls/pooler/mean."})
     share_towers: bool = field(default=True, metadata={"help": "One network for queries and documents."})
     random_init: bool = field(default=False, metadata={"help": "Tiny random models (tests / smoke runs)."})

@@ -83,7 +83,7 @@ def load_models(model_args: ModelArguments, corpus_args: CorpusArguments, vocab_
         bert = dict(TINY_BERT, vocab_size=vocab_size, max_position_embeddings=max(512, corpus_args.block_length))
         retriever = RealmRetriever(
             RealmRetrieverConfig(
-                bert_config=bert, projection_size=model_args.projection_size, pooling=model_args.pooling,
+                bert_config=bert, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
                 share_towers=model_args.share_towers, query_max_length=corpus_args.query_max_length,
                 block_max_length=corpus_args.block_length,
             )
@@ -97,7 +97,7 @@ def load_models(model_args: ModelArguments, corpus_args: CorpusArguments, vocab_
         retriever = RealmRetriever.from_pretrained(retriever_path)
     else:
         retriever = RealmRetriever.from_bert(
-            retriever_path, projection_size=model_args.projection_size, pooling=model_args.pooling,
+            retriever_path, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
             share_towers=model_args.share_towers, query_max_length=corpus_args.query_max_length,
             block_max_length=corpus_args.block_length,
         )
@@ -502,7 +502,9 @@ class RealmPretrainer(TrainingLoop):
             K-1 retrieved; over the whole corpus), `gold_prior_mass` (mean `p(gold | x)` among the K candidates,
             0 when not retrieved), `gold_posterior_mass` (mean `p(gold | x, y)`) and `mlm_accuracy_gold_document`
             (percent, with the gold block as the only candidate: how well the encoder reads, whatever the retriever
-            finds).
+            finds). Without gold blocks, when the sentences come from the knowledge corpus itself (X = Z),
+            `mlm_accuracy_source_block` (percent, each sentence's own block as the only candidate: the reading
+            warm-up's task on held-out sentences).
         """
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
@@ -511,6 +513,9 @@ class RealmPretrainer(TrainingLoop):
             fresh_index = len(self.blocks) <= 50_000
         index = self._build_index_now(step=self.step, index_type="torch-exact") if fresh_index else self.index
         has_gold = "gold_block_id" in examples.column_names
+        # X = Z without gold blocks (real corpora): reading is measured on each sentence's own block, which retrieval
+        # excludes; it holds the masked span word for word, so this is the reading warm-up's task on held-out sentences
+        reads_source = not has_gold and self.x_is_z and "source_block_id" in examples.column_names
         sums: dict[str, float] = defaultdict(float)
         total_tokens = 0
         rows = list(examples)
@@ -534,10 +539,12 @@ class RealmPretrainer(TrainingLoop):
                 sums["gold_retrieved"] += is_gold.any(-1).sum().item()
                 first = (prior.masked_fill(retrieved < 0, -1.0).argmax(-1) == is_gold.float().argmax(-1)) & is_gold.any(-1)
                 sums["gold_top1"] += first.sum().item()
-                # reading alone: the gold block as the only candidate
-                gold_batch, _ = self._collate(chunk, gold[:, None], index, self.reading_collator)
-                gold_out = model(gold_batch, score_candidates=False)
-                sums["gold_reading"] += _masked_token_hits(gold_out, gold_batch["labels"], None)[0]
+            if has_gold or reads_source:  # reading alone: the gold (or source) block as the only candidate
+                column = "gold_block_id" if has_gold else "source_block_id"
+                only = torch.tensor([[int(row[column])] for row in chunk])  # [B, 1]
+                reading_batch, _ = self._collate(chunk, only, index, self.reading_collator)
+                reading_out = model(reading_batch, score_candidates=False)
+                sums["reading"] += _masked_token_hits(reading_out, reading_batch["labels"], None)[0]
         model.train(was_training)
         results = {"mlm_accuracy_with_retrieval": 100.0 * sums["with"] / max(total_tokens, 1)}
         if null_index is not None:
@@ -550,9 +557,11 @@ class RealmPretrainer(TrainingLoop):
                     f"gold_top{self.num_retrieved}": sums["gold_retrieved"] / count,
                     "gold_prior_mass": sums["gold_prior_mass"] / count,
                     "gold_posterior_mass": sums["gold_posterior_mass"] / count,
-                    "mlm_accuracy_gold_document": 100.0 * sums["gold_reading"] / max(total_tokens, 1),
+                    "mlm_accuracy_gold_document": 100.0 * sums["reading"] / max(total_tokens, 1),
                 }
             )
+        elif reads_source:
+            results["mlm_accuracy_source_block"] = 100.0 * sums["reading"] / max(total_tokens, 1)
         return results
 
     # --------------------------------------------------------------------------------------- checkpoint state
