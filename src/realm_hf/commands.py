@@ -20,7 +20,7 @@ from transformers import AutoTokenizer
 from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS,
-    DEMO_TRAIN_QUESTIONS,
+    DEMO_READER_WARMUP_STEPS, DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import resolve_bert_path
@@ -160,7 +160,9 @@ class DemoSettings:
         pretrain_articles (`int`): Articles pre-trained on (the first of the shuffled corpus, X = Z).
         pretrain_steps (`int`): REALM pre-training steps (batch 2, 4 candidates with the null document; the index
             is refreshed once, half-way).
-        finetune_steps (`int`): Open-QA fine-tuning steps (batch 4, top-5 blocks).
+        reader_warmup_steps (`int`): Open-QA reader warm-up steps first (batch 4, each training question read with
+            its evidence block only: the best-ranked of its top 20 blocks that holds an answer; 0: none).
+        finetune_steps (`int`): Open-QA fine-tuning steps after it (batch 4, top-5 blocks).
         tiny_models (`bool`): Pre-train tiny random models instead of MiniLM (tests: seconds instead of minutes).
         train_qa (`str`, *optional*): Folder of the shared QA sets to fine-tune on ([`shared_qa_training_questions`]);
             `None`: title-probe questions made from the corpus itself ([`title_probe_examples`]).
@@ -171,6 +173,7 @@ class DemoSettings:
     max_articles: int = DEMO_INDEX_ARTICLES
     pretrain_articles: int = DEMO_PRETRAIN_ARTICLES
     pretrain_steps: int = DEMO_PRETRAIN_STEPS
+    reader_warmup_steps: int = DEMO_READER_WARMUP_STEPS
     finetune_steps: int = DEMO_FINETUNE_STEPS
     tiny_models: bool = False
     train_qa: str | None = None
@@ -182,6 +185,9 @@ class DemoSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}.")
+        value = self.reader_warmup_steps
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"--reader-warmup-steps must be 0 or a positive integer, got {value!r}.")
 
     @property
     def shapes(self) -> dict[str, Any]:
@@ -361,14 +367,18 @@ def finetune_demo_model(
 
     shapes = settings.shapes
     loop_args = LoopArguments(
-        output_dir=output, max_steps=settings.finetune_steps, per_device_batch_size=4, learning_rate=2e-4,
+        output_dir=output, max_steps=settings.reader_warmup_steps + settings.finetune_steps, per_device_batch_size=4,
+        learning_rate=2e-4,
         mixed_precision=shapes["mixed_precision"], logging_steps=5, save_steps=0, report_to="none",
     )
     corpus_args = CorpusArguments(
         corpus=corpus_file, block_length=shapes["block_length"], query_max_length=shapes["query_max_length"],
         joined_max_length=shapes["joined_max_length"], index_type="torch-exact", embed_dtype=shapes["embed_dtype"],
     )
-    openqa_args = OpenQaArguments(train_file=qa_file, model=pretrained, top_k=shapes["top_k"], truncate_questions=True)
+    openqa_args = OpenQaArguments(
+        train_file=qa_file, model=pretrained, top_k=shapes["top_k"], truncate_questions=True,
+        reader_warmup_steps=settings.reader_warmup_steps,
+    )
     return OpenQaTrainer(loop_args, ModelArguments(), corpus_args, openqa_args).train()
 
 

@@ -10,8 +10,11 @@ DEMO_PRETRAIN_ARTICLES = 200
 """Articles pre-trained on (X = Z, a sample of the demo corpus), `--pretrain-articles`."""
 DEMO_PRETRAIN_STEPS = 10
 """REALM pre-training steps (batch 2, 4 candidates with the null document; no index refresh, so runs repeat)."""
+DEMO_READER_WARMUP_STEPS = 150
+"""Open-QA reader warm-up steps before fine-tuning (batch 4, each question read with its evidence block only),
+`--reader-warmup-steps`."""
 DEMO_FINETUNE_STEPS = 120
-"""Open-QA fine-tuning steps (batch 4, top-5 blocks), `--finetune-steps`."""
+"""Open-QA fine-tuning steps after the reader warm-up (batch 4, top-5 blocks), `--finetune-steps`."""
 DEMO_FOCUS_ARTICLES = 50
 """Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
 DEMO_TRAIN_QUESTIONS = 600

@@ -112,6 +112,40 @@ def test_gradients_reach_the_query_tower_through_the_relevance_scores(tmp_path, 
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.reader.parameters())
 
 
+def test_the_reader_warmup_reads_each_question_with_its_best_ranked_evidence_block(tmp_path, data):
+    corpus, qa = data
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, reader_warmup_steps=2, reader_warmup_depth=6)
+    questions = [dict(q) for q in QUESTIONS[:5]]
+    ranked = trainer.retrieve_and_collate(questions)  # top_k = 3 of the 6 blocks
+    deep = trainer.evidence_batch(questions)
+    assert deep["reader_input_ids"].shape[1] == 1 and deep["candidate_embeds"].shape[1] == 1
+    # every answer is in the corpus: with all 6 blocks searched, each question has its evidence block ...
+    assert deep["answerable"].all()
+    for b, question in enumerate(questions):
+        block = deep["candidates"][b][0]
+        assert any(answer in f"{block.title} {block.text}" for answer in question["answers"]), (question, block)
+        assert (deep["start_positions"][b, 0] >= 0).any()  # ... with its gold span in it
+    # ... and it is the best-ranked such block: where the top-3 holds one, the same block
+    for b in range(len(questions)):
+        gold = (ranked["start_positions"][b] >= 0).any(-1)  # [3]
+        if gold.any():
+            assert deep["candidate_block_ids"][b, 0] == ranked["candidate_block_ids"][b, gold.float().argmax()]
+
+    # a warm-up step trains the reader alone; the step after it reads the top-k and trains the query tower
+    loss, logs = trainer.training_step(questions)
+    loss.backward()
+    model = trainer.open_qa_model
+    assert "gold_retrieval_mass" not in logs and logs["answerable"] == 1.0
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.reader.parameters())
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in model.retriever.query_embedder.parameters())
+    model.zero_grad()
+    trainer.step = 2
+    loss, logs = trainer.training_step(questions)
+    loss.backward()
+    assert "gold_retrieval_mass" in logs
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.retriever.query_embedder.parameters())
+
+
 def test_shared_towers_can_stay_shared_and_the_built_index_is_reused(tmp_path, data):
     corpus, qa = data
     trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=2, untie=False)

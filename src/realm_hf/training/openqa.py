@@ -80,6 +80,15 @@ class OpenQaArguments:
                   "with --pooling mean --projection_size 0)."},
     )
     truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+    reader_warmup_steps: int = field(
+        default=0,
+        metadata={"help": "First N steps train the reader alone on each question's evidence block: the best-ranked "
+                  "of the top reader_warmup_depth blocks that holds an answer (the reading warm-up of pre-training, "
+                  "for spans; about top_k times cheaper per step)."},
+    )
+    reader_warmup_depth: int = field(
+        default=20, metadata={"help": "Retrieved blocks searched for each question's evidence block in the warm-up."}
+    )
 
 
 # ----------------------------------------------------------------------------------------------- models
@@ -218,7 +227,8 @@ class OpenQaTrainer(TrainingLoop):
     with a gold span in the retrieved blocks (the rest contribute no loss; a batch with none has loss 0, which
     `loss` averages in), `answerable_loss`, the loss averaged over batches with some answerable question only, and
     `gold_retrieval_mass`, the `p(z|x)` put on blocks holding the answer (averaged over answerable questions; it rises
-    as the query tower learns).
+    as the query tower learns). During the `reader_warmup_steps` each question is read with its evidence block only
+    (see [`evidence_batch`]): `answerable` is then the fraction with an answer in the top `reader_warmup_depth`.
     With an eval file, `evaluate` reports exact match, Recall@k and the reader's ceiling (`answerable`).
 
     `save_model(dir)` writes the `RealmForOpenQA` and its tokenizer to `dir`, the index into `dir/index`, and sets
@@ -355,18 +365,40 @@ class OpenQaTrainer(TrainingLoop):
             self.open_qa_model, self.index, self.collator, examples, self.top_k, device=self.accelerator.device
         )
 
+    def evidence_batch(self, examples: list[dict]) -> dict:
+        r"""
+        The reader warm-up's batch: for each question, the best-ranked of its top `reader_warmup_depth` blocks that
+        holds an answer span, as its only candidate (`K = 1`, so `p(z|x) = 1` and the query tower gets no gradient);
+        a question with none keeps its top block, which holds no gold span and adds no loss.
+        """
+        batch = retrieve_and_collate(
+            self.open_qa_model, self.index, self.collator, examples, self.openqa_args.reader_warmup_depth,
+            device=self.accelerator.device,
+        )
+        has_gold = (batch["start_positions"] >= 0).any(-1)  # [B, depth]
+        evidence = has_gold.float().argmax(-1)  # [B] the first block with a gold span (0 when none)
+        rows = torch.arange(len(evidence))
+        for name in ("reader_input_ids", "reader_attention_mask", "reader_token_type_ids", "candidate_embeds",
+                     "start_positions", "end_positions", "candidate_block_ids"):
+            batch[name] = batch[name][rows, evidence].unsqueeze(1)  # [B, 1, ...]
+        batch["candidates"] = [[cs[j]] for cs, j in zip(batch["candidates"], evidence.tolist())]  # [B][1]
+        batch["answerable"] = has_gold.any(-1)  # [B]
+        return batch
+
     def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float]]:
-        batch = self.retrieve_and_collate(examples)
+        reader_warmup = self.step < self.openqa_args.reader_warmup_steps
+        batch = self.evidence_batch(examples) if reader_warmup else self.retrieve_and_collate(examples)
         device = self.accelerator.device
         out = self.model(**{name: tensor.to(device) for name, tensor in model_inputs(batch).items()})
         logs = {"answerable": batch["answerable"].float().mean().item()}
         answerable = batch["answerable"].to(device)
         if answerable.any():
-            has_gold = (batch["start_positions"] >= 0).any(-1).to(device)  # [B, K]
-            mass = (out.retrieval_log_probs.detach().exp() * has_gold).sum(-1)  # [B]
-            logs["gold_retrieval_mass"] = mass[answerable].mean().item()
             # `loss` averages in the zeros of batches with nothing answerable; this one does not
             logs["answerable_loss"] = out.loss.item()
+            if not reader_warmup:  # (in the warm-up the one candidate has p(z|x) = 1)
+                has_gold = (batch["start_positions"] >= 0).any(-1).to(device)  # [B, K]
+                mass = (out.retrieval_log_probs.detach().exp() * has_gold).sum(-1)  # [B]
+                logs["gold_retrieval_mass"] = mass[answerable].mean().item()
         return out.loss, logs
 
     # ------------------------------------------------------------------------------------------- evaluation
