@@ -251,8 +251,7 @@ def _demo(args: argparse.Namespace) -> int:
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
         reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
-        train_qa=train_qa,
-        train_questions=args.train_questions, questions_file=questions_file,
+        train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
     )
     return run_demo(args.output, questions=args.question, settings=settings)
 

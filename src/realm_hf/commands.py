@@ -368,8 +368,7 @@ def finetune_demo_model(
     shapes = settings.shapes
     loop_args = LoopArguments(
         output_dir=output, max_steps=settings.reader_warmup_steps + settings.finetune_steps, per_device_batch_size=4,
-        learning_rate=2e-4,
-        mixed_precision=shapes["mixed_precision"], logging_steps=5, save_steps=0, report_to="none",
+        learning_rate=2e-4, mixed_precision=shapes["mixed_precision"], logging_steps=5, save_steps=0, report_to="none",
     )
     corpus_args = CorpusArguments(
         corpus=corpus_file, block_length=shapes["block_length"], query_max_length=shapes["query_max_length"],
