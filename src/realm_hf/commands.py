@@ -181,13 +181,13 @@ class DemoSettings:
     questions_file: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_articles", "pretrain_articles", "pretrain_steps", "finetune_steps", "train_questions"):
+        smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reader_warmup_steps": 0,
+                    "finetune_steps": 1, "train_questions": 1}
+        for name, minimum in smallest.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}.")
-        value = self.reader_warmup_steps
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"--reader-warmup-steps must be 0 or a positive integer, got {value!r}.")
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                allowed = "a positive integer" if minimum else "0 or a positive integer"
+                raise ValueError(f"--{name.replace('_', '-')} must be {allowed}, got {value!r}.")
 
     @property
     def shapes(self) -> dict[str, Any]:
