@@ -28,7 +28,9 @@ masking, B=2, 8 candidates incl. the null document, Flat index, bf16, seed 0: ev
   `refresh_niceness=None`: the builder at 1 thread and niceness +19, the trainer keeps its threads);
 - ``partition``: the same with the cores split: the builder at max(1, cores // 2) threads, normal priority, the
   trainer reduced to the rest while a build runs (`refresh_trainer_threads`);
-- ``thread``: the same from a builder thread inside the trainer process (optional, `--cases ... thread`).
+- ``thread``: the same from a builder thread inside the trainer process (optional, `--cases ... thread`);
+- ``paced``: a builder thread paced by the trainer (`refresh_time_share`, `--time-share`, default 0.15): it runs
+  only between steps, alone on the cores, for that share of the trainer's time (optional, `--cases ... paced`).
 
 Every run is a fresh worker process (`--worker`), so a builder left over from one case cannot slow the next; the
 cases alternate within each of `--rounds` rounds (rotated by one each round). Step time is measured from per-step
@@ -69,18 +71,23 @@ from bench_models import cpu_model
 logger = logging.getLogger("bench_refresh")
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-CASES = ("none", "process-all", "process", "partition", "thread")
+CASES = ("none", "process-all", "process", "partition", "thread", "paced")
 CASE_LABELS = {
     "none": "no refresh",
     "process-all": "refresh in a background process, all cores (old default)",
     "process": "refresh in a background process, 1 thread at niceness +19 (new default)",
     "partition": "refresh in a background process, cores split half/half",
     "thread": "refresh in a background thread",
+    "paced": "refresh in a paced thread (`refresh_time_share`)",
 }
 
 
-def builder_settings(case: str, cores: int, refresh_threads: int | None) -> dict[str, int | None]:
+def builder_settings(
+    case: str, cores: int, refresh_threads: int | None, time_share: float
+) -> dict[str, int | float | None]:
     """The builder's thread budget of `case` as `PretrainingArguments` fields (`--refresh-threads` overrides)."""
+    if case == "paced":
+        return {"refresh_time_share": time_share}
     if case == "process-all":
         settings = {"refresh_threads": cores, "refresh_niceness": 0}
     elif case == "partition":
@@ -182,8 +189,8 @@ def run_worker(case: str, job: dict) -> dict:
     corpus = CorpusArguments(cache_dir=job["cache_dir"], **settings["corpus"])
     pretraining = PretrainingArguments(
         refresh_schedule="0" if case == "none" else str(job["refresh_every"]),
-        refresh_mode="thread" if case == "thread" else "process",
-        eval_mlm_examples=0, eval_qa_file=None, **builder_settings(case, os.cpu_count() or 1, job["refresh_threads"]),
+        refresh_mode="thread" if case in ("thread", "paced") else "process", eval_mlm_examples=0, eval_qa_file=None,
+        **builder_settings(case, os.cpu_count() or 1, job["refresh_threads"], job["time_share"]),
         **settings["pretraining"],
     )
     began = time.perf_counter()
@@ -371,6 +378,8 @@ def main() -> None:
     add_argument(parser, "--threads", type=int, default=os.cpu_count(), help="torch threads of the trainer")
     add_argument(parser, "--refresh-threads", type=int, default=None,
                  help="torch threads of the builder process in every refresh case (default: each case's own)")
+    add_argument(parser, "--time-share", type=float, default=0.15,
+                 help="the paced builder's share of the trainer's time (case 'paced')")
     add_argument(parser, "--tiny", action="store_true", help="tiny random models on embedded articles (smoke run)")
     add_argument(parser, "--output-dir", default=RESULTS)
     add_argument(parser, "--output-name", default="refresh", help="<output-dir>/<name>.json and .md")
@@ -395,7 +404,7 @@ def main() -> None:
     if args.max_articles:
         settings["corpus"]["max_articles"] = args.max_articles
     settings.update(rounds=args.rounds, warmup=args.warmup, threads=args.threads, refresh_threads=args.refresh_threads,
-                    tiny=args.tiny)
+                    time_share=args.time_share, tiny=args.tiny)
     cases = ["none"] + [case for case in dict.fromkeys(args.cases) if case != "none"]
     command = " ".join(["HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_refresh.py", *sys.argv[1:]])
     load_at_start = os.getloadavg()
@@ -409,7 +418,8 @@ def main() -> None:
             for case in cases[shift:] + cases[:shift]:
                 job = {"round": round_index, "settings": settings, "steps": settings["steps"],
                        "refresh_every": settings["refresh_every"], "threads": args.threads,
-                       "refresh_threads": args.refresh_threads, "work_dir": work_dir,
+                       "refresh_threads": args.refresh_threads, "time_share": args.time_share,
+                       "work_dir": work_dir,
                        "cache_dir": os.path.join(work_dir, "cache"),
                        "output_dir": os.path.join(work_dir, f"run-{round_index}-{case}")}
                 logger.info("round %d/%d: %s", round_index + 1, args.rounds, case)

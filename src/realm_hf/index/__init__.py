@@ -16,6 +16,7 @@ __getattr__, __dir__, __all__ = _lazy_exports(
         "embedding": ["embed_blocks"],
         "manifest": ["IndexManifest", "fingerprint_module", "fingerprint_state_dict"],
         "mips": ["RealmIndex"],
+        "pacing": ["BuildPacer"],
         "refresh": ["IndexRefresher", "RefreshSchedule"],
         "sharded": ["ShardedRealmIndex"],
     },

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from ..quiet import quiet_faiss_loader
 from .compressed import COMPRESSED, DEFAULT_NPROBE, MipsToL2, compressed_faiss_index
+from .pacing import pause_point
 
 
 logger = logging.getLogger(__name__)
@@ -256,6 +257,7 @@ class FaissBackend:
             desc=f"faiss add ({self.index_type})",
             disable=len(embeddings) <= _ADD_CHUNK,
         ):
+            pause_point()  # a paced background build waits here for the trainer's next slice
             rows = np.ascontiguousarray(embeddings[start : start + _ADD_CHUNK], dtype=np.float32)  # [C, D]
             if self.transform is not None:
                 rows = self.transform.documents(rows)  # [C, D + 1]

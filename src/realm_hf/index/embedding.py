@@ -17,6 +17,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .manifest import fingerprint_module
+from .pacing import pause_point
 
 
 logger = logging.getLogger(__name__)
@@ -150,6 +151,7 @@ def _embed_rows(
     )
     with autocast:
         for offset in tqdm(range(0, len(order), batch_size), desc="Embedding blocks", unit="batch"):
+            pause_point()  # a paced background build waits here for the trainer's next slice
             rows = order[offset : offset + batch_size]  # [b]
             batch = pad_batch(token_columns[(rows + start).tolist()], pad_token_id)
             batch = {name: tensor.to(device) for name, tensor in batch.items()}

@@ -7,7 +7,8 @@ polls with [`IndexRefresher.maybe_swap`] and swaps the new index in. A crashed b
 use: the trainer keeps it and a warning is logged; a builder killed by a signal (kill -9, the OOM killer) is restarted
 at once from the same snapshot (a bounded number of times), any other failure waits for the next request. A
 published index that does not load (damaged faiss file, checksum or fingerprint mismatch) is rejected with a warning
-and the old one kept.
+and the old one kept. In thread mode the build can be paced (`time_share`): it then runs only between the trainer's
+steps, for a fixed share of the trainer's time (`index.pacing`), instead of competing with it for the cores.
 
 No pickle of tensors: the snapshot travels as a safetensors file, the builder as an import path string
 (`"package.module:function"`), its arguments as JSON.
@@ -35,6 +36,7 @@ from safetensors.torch import load_file, save_file
 from .atomic import write_json_atomic
 from .manifest import fingerprint_state_dict
 from .mips import RealmIndex
+from .pacing import BuildCancelled, BuildPacer
 
 
 logger = logging.getLogger(__name__)
@@ -206,6 +208,7 @@ class _Build:
     started: float = 0.0
     restarts: int = 0
     worker: Any = None  # a spawned Process or a Thread
+    pacer: BuildPacer | None = None  # a paced builder thread (time_share)
     error: BaseException | None = None
 
 
@@ -238,6 +241,10 @@ class IndexRefresher:
             that of the snapshot it was built from (costs one hash of the snapshot per refresh).
         max_restarts (`int`, defaults to 2): How many times a builder process killed by a signal is restarted at
             once from the same snapshot before the request is given up (until the next one).
+        time_share (`float`, *optional*): `"thread"` mode: pace the builder thread ([`~index.pacing.BuildPacer`]):
+            it runs only inside [`IndexRefresher.maybe_swap`] / [`IndexRefresher.on_step`], alone on the cores, for
+            `time_share` × the trainer's time since the previous call (0.15: the trainer is 15 % slower while a
+            build is in flight, whatever the cores; builds take 1 / `time_share` times their CPU time).
 
     Attributes:
         stats (`list[dict]`): One entry per swap: `snapshot_step`, `swap_step`, `staleness_steps`,
@@ -261,9 +268,16 @@ class IndexRefresher:
         max_restarts: int = 2,
         niceness: int = 0,
         trainer_threads: int | None = None,
+        time_share: float | None = None,
     ) -> None:
         if mode not in ("process", "thread"):
             raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}.")
+        if time_share is not None and mode != "thread":
+            raise ValueError(
+                f"time_share={time_share} paces a builder thread; it needs mode='thread', got mode={mode!r}."
+            )
+        if time_share is not None:
+            BuildPacer(time_share)  # validates the share
         if on_busy not in ("pending", "skip"):
             raise ValueError(f"on_busy must be 'pending' or 'skip', got {on_busy!r}.")
         if keep_last < 1:
@@ -296,6 +310,7 @@ class IndexRefresher:
         self._threads_before_build: int | None = None  # the trainer's torch threads, restored when idle
         self.check_fingerprint = check_fingerprint
         self.max_restarts = max_restarts
+        self.time_share = time_share
         self.pinned: set[int] = set()  # steps of indexes that _cleanup keeps (named by checkpoints)
         self.kept_snapshots: set[int] = set()  # snapshots named by checkpoints: kept until their index is on disk
         self.builder_reports: list[dict[str, Any]] = []  # LATEST["builder"] of each swapped-in index
@@ -394,13 +409,21 @@ class IndexRefresher:
                 self.trainer_threads,
             )
         if self.mode == "thread":
+            build.pacer = BuildPacer(self.time_share) if self.time_share is not None else None
 
             def target() -> None:
                 try:
+                    if build.pacer is not None:
+                        build.pacer.attach()  # waits for the trainer's first slice
                     run_build_job(job, state_dict=build.state_dict)
+                except BuildCancelled:
+                    build.error = BuildCancelled("cancelled by close()")
                 except BaseException as err:  # reported by _poll, never raised into the trainer
                     build.error = err
                     logger.debug("Index builder traceback:\n%s", traceback.format_exc())
+                finally:
+                    if build.pacer is not None:
+                        build.pacer.detach()
 
             build.worker = threading.Thread(target=target, name=f"index-builder-{build.step}", daemon=True)
         else:
@@ -584,6 +607,7 @@ class IndexRefresher:
         Returns:
             The new [`RealmIndex`] (also kept as `self.index`), or `None` when there is nothing new.
         """
+        self._lend()
         self._poll()
         ready, self._ready = self._ready, None
         if ready is None or ready["step"] <= self.index_step:
@@ -626,9 +650,16 @@ class IndexRefresher:
         self._cleanup()
         return index
 
+    def _lend(self, unlimited: bool = False) -> None:
+        """A paced build runs here, in the trainer's time (see `time_share`)."""
+        build = self._running
+        if build is not None and build.pacer is not None:
+            build.pacer.lend(build.worker, unlimited=unlimited)
+
     def wait(self, timeout: float | None = None) -> bool:
         r"""
-        Block until the running and pending builds are done (e.g. at the end of training).
+        Block until the running and pending builds are done (e.g. at the end of training). A paced build runs
+        unpaced here (the trainer waits anyway); `timeout` is then checked between builds only.
 
         Returns:
             `bool`: `True` when idle, `False` when `timeout` seconds passed first.
@@ -641,10 +672,14 @@ class IndexRefresher:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
+            if self._running.pacer is not None:
+                self._lend(unlimited=True)
+                continue
             self._running.worker.join(timeout=0.1 if remaining is None else min(remaining, 0.1))
 
     def close(self, wait: bool = False) -> None:
-        """Stop: wait for the builds (`wait=True`) or terminate a running builder process and drop the pending one."""
+        """Stop: wait for the builds (`wait=True`) or stop a running builder (a process is terminated, a paced thread
+        cancelled) and drop the pending one."""
         if wait:
             self.wait()
             return
@@ -656,6 +691,12 @@ class IndexRefresher:
             build.worker.terminate()
             build.worker.join()
             logger.info("Terminated the index build of step %d", build.step)
+            self._discard(build)
+            self._running = None
+        elif build is not None and build.pacer is not None:
+            build.pacer.cancel()
+            build.worker.join()
+            logger.info("Cancelled the paced index build of step %d", build.step)
             self._discard(build)
             self._running = None
         self._restore_trainer_threads()

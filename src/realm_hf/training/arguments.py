@@ -108,6 +108,14 @@ class PretrainingArguments:
             "refresh_threads, a partition of the cores instead of the builder's low priority."
         },
     )
+    refresh_time_share: float | None = field(
+        default=None,
+        metadata={
+            "help": "Pace the builder (refresh_mode thread): it runs only between steps, alone on the cores, for this "
+            "share of the trainer's time (0.15: 15 %% slower while a build is in flight; a build then takes its CPU "
+            "time / 0.15)."
+        },
+    )
     eval_qa_file: str | None = field(default=None, metadata={"help": "QA JSONL for zero-shot Recall@5."})
     eval_max_questions: int = field(default=200, metadata={"help": "Questions used for Recall@5."})
     eval_answerable_only: bool = field(
@@ -168,6 +176,21 @@ class PretrainingArguments:
             "last refreshed index is saved: built by older weights, its fingerprint does not match the model)."
         },
     )
+
+    def __post_init__(self) -> None:
+        if self.refresh_mode not in ("process", "thread"):
+            raise ValueError(f"--refresh_mode must be 'process' or 'thread', got {self.refresh_mode!r}.")
+        if self.refresh_time_share is not None:
+            if not 0 < self.refresh_time_share <= 1:
+                raise ValueError(
+                    f"--refresh_time_share must be in (0, 1] (the builder's share of the trainer's time, e.g. 0.15), "
+                    f"got {self.refresh_time_share}."
+                )
+            if self.refresh_mode != "thread":
+                raise ValueError(
+                    f"--refresh_time_share paces a builder thread: add --refresh_mode thread (got --refresh_mode "
+                    f"{self.refresh_mode})."
+                )
 
 
 @dataclass

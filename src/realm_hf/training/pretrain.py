@@ -342,7 +342,7 @@ class RealmPretrainer(TrainingLoop):
                 mode=args.refresh_mode,
                 schedule=RefreshSchedule(args.refresh_schedule),
                 index=self.index, num_threads=resources.num_threads, niceness=resources.niceness,
-                trainer_threads=resources.trainer_threads,
+                trainer_threads=resources.trainer_threads, time_share=args.refresh_time_share,
             )
 
     def _build_index_now(self, step: int, index_type: str | None = None) -> RealmIndex:
