@@ -248,7 +248,7 @@ class IndexRefresher:
 
     Attributes:
         stats (`list[dict]`): One entry per swap: `snapshot_step`, `swap_step`, `staleness_steps`,
-            `staleness_seconds`, `build_seconds`.
+            `staleness_seconds`, `build_seconds` (and `paced_seconds`, the time a paced build ran).
     """
 
     def __init__(
@@ -493,6 +493,8 @@ class IndexRefresher:
                     latest["step"],
                 )
             self._ready = {**latest, "expected_fingerprint": build.fingerprint}
+            if build.pacer is not None:
+                self._ready["paced_seconds"] = build.pacer.builder_seconds
         self._discard(build)
         if self._pending is not None:
             pending, self._pending = self._pending, None
@@ -636,6 +638,8 @@ class IndexRefresher:
         if report:
             record["builder_threads"] = int(report["num_threads"])
             record["builder_niceness"] = int(report["niceness"])
+        if "paced_seconds" in ready:
+            record["paced_seconds"] = float(ready["paced_seconds"])
         self.builder_reports.append(report)
         self.stats.append(record)
         logger.info(
