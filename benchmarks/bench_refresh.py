@@ -24,13 +24,15 @@ masking, B=2, 8 candidates incl. the null document, Flat index, bf16, seed 0: ev
 - ``none``: the refresher exists but its schedule never fires (`refresh_schedule="0"`): the baseline;
 - ``process-all``: a refresh every `--refresh-every` steps by a background `spawn`ed builder process with all cores
   at the trainer's priority (the library's default before the thread budget: torch's default thread count);
-- ``process``: the same with the library's default thread budget on the CPU (`refresh_threads=None`,
-  `refresh_niceness=None`: the builder at 1 thread and niceness +19, the trainer keeps its threads);
+- ``process``: the same with a builder process's default thread budget on the CPU (`refresh_mode="process"`,
+  `refresh_threads=None`, `refresh_niceness=None`: 1 thread at niceness +19, the trainer keeps its threads; the
+  library's CPU default before the paced builder);
 - ``partition``: the same with the cores split: the builder at max(1, cores // 2) threads, normal priority, the
   trainer reduced to the rest while a build runs (`refresh_trainer_threads`);
 - ``thread``: the same from a builder thread inside the trainer process (optional, `--cases ... thread`);
-- ``paced``: a builder thread paced by the trainer (`refresh_time_share`, `--time-share`, default 0.15): it runs
-  only between steps, alone on the cores, for that share of the trainer's time (optional, `--cases ... paced`).
+- ``paced``: a builder thread paced by the trainer (`refresh_mode="paced"`, the library's CPU default, with
+  `refresh_time_share` = `--time-share`, default 0.15): it runs only between steps, alone on the cores, for that
+  share of the trainer's time (optional, `--cases ... paced`).
 
 Every run is a fresh worker process (`--worker`), so a builder left over from one case cannot slow the next; the
 cases alternate within each of `--rounds` rounds (rotated by one each round). Step time is measured from per-step
@@ -75,10 +77,10 @@ CASES = ("none", "process-all", "process", "partition", "thread", "paced")
 CASE_LABELS = {
     "none": "no refresh",
     "process-all": "refresh in a background process, all cores (old default)",
-    "process": "refresh in a background process, 1 thread at niceness +19 (new default)",
+    "process": "refresh in a background process, 1 thread at niceness +19",
     "partition": "refresh in a background process, cores split half/half",
     "thread": "refresh in a background thread",
-    "paced": "refresh in a paced thread (`refresh_time_share`)",
+    "paced": "refresh paced between steps (`refresh_mode paced`, the default on CPU)",
 }
 
 
@@ -87,7 +89,7 @@ def builder_settings(
 ) -> dict[str, int | float | None]:
     """The builder's thread budget of `case` as `PretrainingArguments` fields (`--refresh-threads` overrides)."""
     if case == "paced":
-        return {"refresh_time_share": time_share}
+        return {"refresh_mode": "paced", "refresh_time_share": time_share}
     if case == "process-all":
         settings = {"refresh_threads": cores, "refresh_niceness": 0}
     elif case == "partition":
@@ -189,8 +191,9 @@ def run_worker(case: str, job: dict) -> dict:
     corpus = CorpusArguments(cache_dir=job["cache_dir"], **settings["corpus"])
     pretraining = PretrainingArguments(
         refresh_schedule="0" if case == "none" else str(job["refresh_every"]),
-        refresh_mode="thread" if case in ("thread", "paced") else "process", eval_mlm_examples=0, eval_qa_file=None,
-        **builder_settings(case, os.cpu_count() or 1, job["refresh_threads"], job["time_share"]),
+        eval_mlm_examples=0, eval_qa_file=None,
+        **{"refresh_mode": "thread" if case == "thread" else "process",
+           **builder_settings(case, os.cpu_count() or 1, job["refresh_threads"], job["time_share"])},
         **settings["pretraining"],
     )
     began = time.perf_counter()

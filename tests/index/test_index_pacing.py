@@ -116,11 +116,14 @@ def test_paced_refresher_wait_finishes_and_close_cancels(tmp_path, blocks_dir):
 def test_time_share_needs_thread_mode(tmp_path, capsys):
     with pytest.raises(ValueError, match="needs mode='thread'"):
         IndexRefresher(tmp_path, build_index, mode="process", time_share=0.15)
-    with pytest.raises(ValueError, match="add --refresh_mode thread"):
-        PretrainingArguments(refresh_time_share=0.15)
+    with pytest.raises(ValueError, match="use --refresh_mode paced"):
+        PretrainingArguments(refresh_mode="process", refresh_time_share=0.15)
     with pytest.raises(ValueError, match=r"--refresh_time_share must be in \(0, 1\]"):
-        PretrainingArguments(refresh_mode="thread", refresh_time_share=2.0)
+        PretrainingArguments(refresh_mode="paced", refresh_time_share=2.0)
+    with pytest.raises(ValueError, match="--refresh_mode must be 'process', 'thread' or 'paced', got 'paced2'"):
+        PretrainingArguments(refresh_mode="paced2")
     with pytest.raises(SystemExit) as exit_info:
-        main_pretrain(["--refresh_time_share", "0.15", "--output_dir", str(tmp_path)], prog="realm-hf pretrain")
+        main_pretrain(["--refresh_mode", "thread", "--refresh_time_share", "0.15", "--output_dir", str(tmp_path)],
+                      prog="realm-hf pretrain")
     assert exit_info.value.code == 2
-    assert "add --refresh_mode thread" in capsys.readouterr().err
+    assert "use --refresh_mode paced" in capsys.readouterr().err

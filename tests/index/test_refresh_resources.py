@@ -47,12 +47,20 @@ def test_builder_process_reports_its_threads_and_niceness_and_the_trainer_thread
 
 
 def test_default_resources_follow_the_trainer_device():
-    # on the CPU: the builder shares the cores at 1 thread and the lowest priority, the trainer keeps its threads
+    # on the CPU: a paced builder thread (0.15 of the trainer's time, between steps), the trainer keeps its threads
     cpu = refresh_resources("cpu", cores=2)
-    assert (cpu.device, cpu.num_threads, cpu.niceness, cpu.trainer_threads) == ("cpu", 1, 19, None)
-    # a GPU trainer: the builder embeds on the same GPU at normal priority (no CUDA needed to resolve it)
+    assert (cpu.device, cpu.mode, cpu.refresher_mode, cpu.time_share, cpu.trainer_threads) == (
+        "cpu", "paced", "thread", 0.15, None
+    )
+    # a builder process on the CPU: 1 thread at the lowest priority
+    process = refresh_resources("cpu", cores=2, mode="process")
+    assert (process.num_threads, process.niceness, process.time_share) == (1, 19, None)
+    assert refresh_resources("cpu", mode="paced", time_share=0.05).time_share == 0.05
+    with pytest.raises(ValueError, match="needs refresh_mode 'paced', got 'thread'"):
+        refresh_resources("cpu", mode="thread", time_share=0.1)
+    # a GPU trainer: the builder process embeds on the same GPU at normal priority (no CUDA needed to resolve it)
     gpu = refresh_resources(torch.device("cuda", 1))
-    assert (gpu.device, gpu.niceness) == ("cuda:1", 0)
+    assert (gpu.device, gpu.niceness, gpu.mode) == ("cuda:1", 0, "process")
     # explicit choices win: another GPU, or a half/half partition of the CPU cores
     partition = refresh_resources("cpu", device="cpu", num_threads=1, niceness=0, trainer_threads=1, cores=2)
     assert (partition.num_threads, partition.niceness, partition.trainer_threads) == (1, 0, 1)

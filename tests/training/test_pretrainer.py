@@ -34,7 +34,7 @@ def make_trainer(output_dir, max_steps, refresh="4", resume=None, save_steps=0, 
         embed_dtype="float32",
     )
     pretraining = PretrainingArguments(
-        num_candidates=4, refresh_schedule=refresh, refresh_mode="thread", eval_mlm_examples=0, **pretraining_kwargs
+        num_candidates=4, refresh_schedule=refresh, eval_mlm_examples=0, **{"refresh_mode": "thread", **pretraining_kwargs}
     )
     return RealmPretrainer(loop, model, corpus, pretraining)
 
@@ -206,7 +206,7 @@ def test_length_buckets_reach_both_models_and_leave_the_loss_unchanged(tmp_path)
 def test_paced_refresh_builds_between_steps_and_swaps_in(tmp_path):
     # the builder runs only in the trainer's slices (half of its time here): refreshes still arrive, none in flight at
     # the end is left running (close() cancels it before the final rebuild)
-    trainer = make_trainer(tmp_path, max_steps=16, refresh="2", refresh_time_share=0.5)
+    trainer = make_trainer(tmp_path, max_steps=16, refresh="2", refresh_mode="paced", refresh_time_share=0.5)
     trainer.train()
     stats = trainer.refresher.stats
     assert stats and all(s["staleness_steps"] >= 1 for s in stats), stats

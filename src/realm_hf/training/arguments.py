@@ -83,7 +83,14 @@ class PretrainingArguments:
     num_candidates: int = field(default=8, metadata={"help": "Documents per sentence, the null document included."})
     use_null_document: bool = field(default=True, metadata={"help": "Add the null document to every candidate set."})
     refresh_schedule: str = field(default="500", metadata={"help": "'500' or Atlas-style '0-1000:100,1000-:500'."})
-    refresh_mode: str = field(default="process", metadata={"help": "'process' or 'thread' index builder."})
+    refresh_mode: str | None = field(
+        default=None,
+        metadata={
+            "help": "Index builder: 'process' (a spawned process), 'thread', or 'paced' (a thread that runs only "
+            "between steps, alone on the cores, for refresh_time_share of the trainer's time). Default: paced when "
+            "the builder is on the CPU, process on a GPU."
+        },
+    )
     refresh_device: str | None = field(
         default=None,
         metadata={
@@ -97,7 +104,7 @@ class PretrainingArguments:
     refresh_niceness: int | None = field(
         default=None,
         metadata={
-            "help": "os.nice increment of the builder process, 0-19 (default 19 when it builds on the CPU: it runs on "
+            "help": "os.nice increment of the builder process, 0-19 (default 19 for a process on the CPU: it runs on "
             "the CPU time the trainer leaves instead of oversubscribing the cores; 0 on a GPU)."
         },
     )
@@ -111,9 +118,8 @@ class PretrainingArguments:
     refresh_time_share: float | None = field(
         default=None,
         metadata={
-            "help": "Pace the builder (refresh_mode thread): it runs only between steps, alone on the cores, for this "
-            "share of the trainer's time (0.15: 15 %% slower while a build is in flight; a build then takes its CPU "
-            "time / 0.15)."
+            "help": "The paced builder's share of the trainer's time (refresh_mode paced; default 0.15): the trainer "
+            "is that much slower while a build is in flight, and a build takes its CPU time / the share."
         },
     )
     eval_qa_file: str | None = field(default=None, metadata={"help": "QA JSONL for zero-shot Recall@5."})
@@ -178,17 +184,17 @@ class PretrainingArguments:
     )
 
     def __post_init__(self) -> None:
-        if self.refresh_mode not in ("process", "thread"):
-            raise ValueError(f"--refresh_mode must be 'process' or 'thread', got {self.refresh_mode!r}.")
+        if self.refresh_mode not in (None, "process", "thread", "paced"):
+            raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
         if self.refresh_time_share is not None:
             if not 0 < self.refresh_time_share <= 1:
                 raise ValueError(
                     f"--refresh_time_share must be in (0, 1] (the builder's share of the trainer's time, e.g. 0.15), "
                     f"got {self.refresh_time_share}."
                 )
-            if self.refresh_mode != "thread":
+            if self.refresh_mode not in (None, "paced"):
                 raise ValueError(
-                    f"--refresh_time_share paces a builder thread: add --refresh_mode thread (got --refresh_mode "
+                    f"--refresh_time_share paces the builder: use --refresh_mode paced (got --refresh_mode "
                     f"{self.refresh_mode})."
                 )
 

@@ -67,6 +67,10 @@ def build_index_from_snapshot(
     return index
 
 
+DEFAULT_TIME_SHARE = 0.15
+"""The paced builder's share of the trainer's time (`refresh_mode="paced"`, the default on the CPU)."""
+
+
 @dataclass(frozen=True)
 class RefreshResources:
     """Where and how hard the background builder runs, and the trainer's torch threads while it does.
@@ -76,12 +80,21 @@ class RefreshResources:
         num_threads: torch threads of the builder process (None: torch's default, all cores).
         niceness: `os.nice` increment of the builder process.
         trainer_threads: torch threads of the trainer while a build runs (None: unchanged).
+        mode: `"process"`, `"thread"` or `"paced"` (a thread that runs only between steps, see `index.pacing`).
+        time_share: The paced builder's share of the trainer's time (None unless `mode` is `"paced"`).
     """
 
     device: str
     num_threads: int | None
     niceness: int
     trainer_threads: int | None
+    mode: str = "process"
+    time_share: float | None = None
+
+    @property
+    def refresher_mode(self) -> str:
+        """`IndexRefresher`'s `mode`: a paced builder is a thread."""
+        return "thread" if self.mode == "paced" else self.mode
 
 
 def refresh_resources(
@@ -91,15 +104,19 @@ def refresh_resources(
     niceness: int | None = None,
     trainer_threads: int | None = None,
     cores: int | None = None,
+    mode: str | None = None,
+    time_share: float | None = None,
 ) -> RefreshResources:
     r"""
     Resolve the builder's device and thread budget from the pre-training arguments.
 
     Defaults: the builder runs on the trainer's device when that is a GPU (embedding there is tens of times faster
-    than on the CPU; give `"cuda:1"` for a GPU of its own), else on the CPU. On the CPU the builder shares the
-    trainer's cores: by default it gets 1 thread at niceness 19, so it runs on the CPU time the trainer leaves instead
-    of oversubscribing the cores (benchmarks/results/refresh.md measures this against a half/half partition); a builder
-    on a GPU keeps 1 CPU thread (it feeds the GPU) and normal priority.
+    than on the CPU; give `"cuda:1"` for a GPU of its own), in a spawned process with 1 CPU thread (it feeds the GPU)
+    at normal priority. On the CPU the builder shares the trainer's cores: by default it is paced (a thread that runs
+    only between steps, alone on the cores, for `DEFAULT_TIME_SHARE` of the trainer's time), which bounds the
+    trainer's slowdown and still delivers indexes; a builder process beside the trainer either oversubscribes the
+    cores (all threads: 2.2 -> 12.7 s/step) or, at 1 thread and niceness 19, gets so little CPU that no build finished
+    in 120 steps (benchmarks/results/refresh-paced.md). `mode="process"` on the CPU keeps that niced 1-thread builder.
 
     Args:
         trainer_device: The trainer's device (`accelerator.device`).
@@ -108,6 +125,8 @@ def refresh_resources(
         niceness: `refresh_niceness`: `os.nice` increment of the builder process (None: the default above).
         trainer_threads: `refresh_trainer_threads`: trainer threads while a build runs (None: unchanged).
         cores: CPU cores (defaults to `os.cpu_count()`).
+        mode: `refresh_mode`: `"process"`, `"thread"`, `"paced"`, or None for the default above.
+        time_share: `refresh_time_share` of a paced builder (None: `DEFAULT_TIME_SHARE`).
 
     Raises:
         `ValueError`: for a device that is neither CPU nor CUDA, or CUDA asked for where there is none.
@@ -122,9 +141,16 @@ def refresh_resources(
         target = torch.device("cuda", trainer.index if trainer.type == "cuda" and trainer.index is not None else 0)
     on_cpu = target.type == "cpu"
     cores = cores or os.cpu_count() or 1
+    mode = mode or ("paced" if on_cpu else "process")
+    if mode not in ("process", "thread", "paced"):
+        raise ValueError(f"refresh_mode must be 'process', 'thread' or 'paced', got {mode!r}.")
+    if time_share is not None and mode != "paced":
+        raise ValueError(f"refresh_time_share={time_share} paces the builder: it needs refresh_mode 'paced', got {mode!r}.")
     return RefreshResources(
         device=str(target),
         num_threads=num_threads if num_threads is not None else 1,
-        niceness=niceness if niceness is not None else (19 if on_cpu else 0),
+        niceness=niceness if niceness is not None else (19 if on_cpu and mode == "process" else 0),
         trainer_threads=trainer_threads if trainer_threads is None else max(1, min(trainer_threads, cores)),
+        mode=mode,
+        time_share=(time_share or DEFAULT_TIME_SHARE) if mode == "paced" else None,
     )

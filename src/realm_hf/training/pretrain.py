@@ -328,7 +328,7 @@ class RealmPretrainer(TrainingLoop):
             args = self.pretraining_args
             resources = refresh_resources(
                 self.accelerator.device, args.refresh_device, args.refresh_threads, args.refresh_niceness,
-                args.refresh_trainer_threads,
+                args.refresh_trainer_threads, mode=args.refresh_mode, time_share=args.refresh_time_share,
             )
             logger.info("Index builder: %s", resources)
             self.refresher = IndexRefresher(
@@ -339,10 +339,10 @@ class RealmPretrainer(TrainingLoop):
                     "batch_size": self.corpus_args.embed_batch_size, "dtype": self.corpus_args.embed_dtype,
                     "device": resources.device,
                 },
-                mode=args.refresh_mode,
+                mode=resources.refresher_mode,
                 schedule=RefreshSchedule(args.refresh_schedule),
                 index=self.index, num_threads=resources.num_threads, niceness=resources.niceness,
-                trainer_threads=resources.trainer_threads, time_share=args.refresh_time_share,
+                trainer_threads=resources.trainer_threads, time_share=resources.time_share,
             )
 
     def _build_index_now(self, step: int, index_type: str | None = None) -> RealmIndex:
