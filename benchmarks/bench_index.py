@@ -229,6 +229,10 @@ def main() -> None:
     add_argument(parser, "--nlist", type=int, default=4096, help="inverted lists of the IVF types (synthetic data)")
     add_argument(parser, "--index-types", nargs="+", default=INDEX_TYPES, help="factory strings, {nlist} filled in")
     add_argument(parser, "--skip-real", action="store_true", help="skip (a), (c) and the real-embedding types")
+    add_argument(parser, "--saved-index", default=None,
+                 help="(b) on the embeddings of a saved RealmIndex too, with --saved-index-model's query tower "
+                      "(e.g. the 35,718-block index of an Open-QA run): the index types at corpus scale, real vectors")
+    add_argument(parser, "--saved-index-model", default=None, help="the model whose document tower built --saved-index")
     add_argument(parser, "--batch-size", type=int, default=64)
     add_argument(parser, "--threads", type=int, default=2)
     add_argument(parser, "--output-name", default="index", help="results/<name>.json, .md, _recall_qps.png")
@@ -248,6 +252,8 @@ def main() -> None:
                      "settings": vars(args), "goals": GOALS, "index_types": []}
     if not args.skip_real:
         results.update(real_data(args))
+    if args.saved_index:
+        results["index_types"] += saved_index_types(args)
     if args.synthetic_size:
         import datasets
 
@@ -292,11 +298,38 @@ def command_line(settings: dict, name: str) -> str:
     options = ["--skip-real"] if settings["skip_real"] else [f"--max-articles {settings['max_articles']}"]
     options += [f"--{key.replace('_', '-')} {settings[key]}" for key in ("synthetic_size", "synthetic_clusters", "nlist")]
     options += [f"--threads {settings['threads']}"] if settings["threads"] != 2 else []
+    if settings.get("saved_index"):
+        options += [f"--saved-index {settings['saved_index']} --saved-index-model {settings['saved_index_model']}"]
     if settings["index_types"] != INDEX_TYPES:
         options.append("--index-types " + " ".join(f"'{t}'" if "{" in t else t for t in settings["index_types"]))
     options += [f"--output-name {name}"] if name != "index" else []
     options += ["--append"] if settings.get("append") else []
     return "HF_HUB_OFFLINE=1 python benchmarks/bench_index.py " + " ".join(options)
+
+
+def question_embeddings(retriever, tokenizer, path: str, num_questions: int) -> torch.Tensor:
+    """The first `num_questions` questions of a QA JSONL file through the retriever's query tower: `[Q, D]`."""
+    with open(path, encoding="utf-8") as f:
+        questions = [json.loads(line)["question"] for _, line in zip(range(num_questions), f)]
+    encoded = tokenizer(questions, padding=True, truncation=True, max_length=64, return_tensors="pt")
+    with torch.no_grad():
+        return retriever.embed_queries(encoded["input_ids"], encoded["attention_mask"]).float()  # [Q, D]
+
+
+def saved_index_types(args: argparse.Namespace) -> list[dict]:
+    """(b) on the embeddings of a saved index, queried by the questions through its model's query tower."""
+    from realm_hf.commands import load_retriever
+    from realm_hf.index import RealmIndex
+
+    if not args.saved_index_model:
+        raise SystemExit("--saved-index needs --saved-index-model (the model whose query tower asks the questions)")
+    saved = RealmIndex.from_pretrained(args.saved_index)
+    retriever, tokenizer = load_retriever(args.saved_index_model)
+    queries = question_embeddings(retriever, tokenizer, args.questions, args.num_questions)
+    embeddings = np.ascontiguousarray(np.asarray(saved.embeddings), dtype=np.float32)  # [N, D]
+    label = f"{len(embeddings):,} real ({os.path.basename(os.path.normpath(args.saved_index_model))})"
+    return compare_types(saved.blocks.select_columns(["block_id"]), embeddings, queries, label,
+                         nlist=max(16, int(4 * np.sqrt(len(embeddings)))), index_types=args.index_types)
 
 
 def real_data(args: argparse.Namespace) -> dict:
@@ -332,12 +365,7 @@ def real_data(args: argparse.Namespace) -> dict:
                         "raw": {"bare": bare_times, "build": build_times}}
     logger.info("build: %s", results["build"])
 
-    # real question embeddings
-    with open(args.questions, encoding="utf-8") as f:
-        questions = [json.loads(line)["question"] for _, line in zip(range(args.num_questions), f)]
-    encoded = tokenizer(questions, padding=True, truncation=True, max_length=64, return_tensors="pt")
-    with torch.no_grad():
-        queries = retriever.embed_queries(encoded["input_ids"], encoded["attention_mask"]).float()  # [Q, D]
+    queries = question_embeddings(retriever, tokenizer, args.questions, args.num_questions)
 
     # (b) index types on the real embeddings
     embeddings = np.ascontiguousarray(np.asarray(index.embeddings), dtype=np.float32)

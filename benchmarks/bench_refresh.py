@@ -31,7 +31,7 @@ masking, B=2, 8 candidates incl. the null document, Flat index, bf16, seed 0: ev
   trainer reduced to the rest while a build runs (`refresh_trainer_threads`);
 - ``thread``: the same from a builder thread inside the trainer process (optional, `--cases ... thread`);
 - ``paced``: a builder thread paced by the trainer (`refresh_mode="paced"`, the library's CPU default, with
-  `refresh_time_share` = `--time-share`, default 0.15): it runs only between steps, alone on the cores, for that
+  `refresh_time_share` = `--time-share`, default 0.1): it runs only between steps, alone on the cores, for that
   share of the trainer's time (optional, `--cases ... paced`).
 
 Every run is a fresh worker process (`--worker`), so a builder left over from one case cannot slow the next; the
@@ -381,7 +381,7 @@ def main() -> None:
     add_argument(parser, "--threads", type=int, default=os.cpu_count(), help="torch threads of the trainer")
     add_argument(parser, "--refresh-threads", type=int, default=None,
                  help="torch threads of the builder process in every refresh case (default: each case's own)")
-    add_argument(parser, "--time-share", type=float, default=0.15,
+    add_argument(parser, "--time-share", type=float, default=0.1,
                  help="the paced builder's share of the trainer's time (case 'paced')")
     add_argument(parser, "--tiny", action="store_true", help="tiny random models on embedded articles (smoke run)")
     add_argument(parser, "--output-dir", default=RESULTS)

@@ -47,10 +47,10 @@ def test_builder_process_reports_its_threads_and_niceness_and_the_trainer_thread
 
 
 def test_default_resources_follow_the_trainer_device():
-    # on the CPU: a paced builder thread (0.15 of the trainer's time, between steps), the trainer keeps its threads
+    # on the CPU: a paced builder thread (0.1 of the trainer's time, between steps), the trainer keeps its threads
     cpu = refresh_resources("cpu", cores=2)
     assert (cpu.device, cpu.mode, cpu.refresher_mode, cpu.time_share, cpu.trainer_threads) == (
-        "cpu", "paced", "thread", 0.15, None
+        "cpu", "paced", "thread", 0.1, None
     )
     # a builder process on the CPU: 1 thread at the lowest priority
     process = refresh_resources("cpu", cores=2, mode="process")

@@ -5,8 +5,10 @@ cores: the trainer's step 2.2 -> 12.7 s with an all-cores builder, +27 % with a 
 finished in 30 steps; benchmarks/results/refresh.md). A paced builder does not compete at all: it is a thread that
 waits while the trainer trains; between steps the trainer lends it `share` × the time it has just spent training,
 and the builder runs alone on all the cores for that long, stopping at its next pause point (between embedding
-batches). The trainer's slowdown is `share` on average whatever the cores, the corpus or the models; what it costs is
-staleness: a build takes (its CPU time) / `share` of training time.
+batches). The builder's cost is `share` of the trainer's time whatever the cores, the corpus or the models (measured
+with MiniLM on 2 cores: the trainer also loses ~7 % around the slices, so 0.1 -> +17 %, 0.15 -> +27 %;
+benchmarks/results/refresh-paced*.md); what it costs besides is staleness: a build takes (its CPU time) / `share`
+of training time.
 
 The embedding loop calls [`pause_point`] between batches; it is a no-op except in a thread attached to a
 [`BuildPacer`].
@@ -42,7 +44,8 @@ class BuildPacer:
     the trainer's time up to one unit of work.
 
     Args:
-        share (`float`): Builder seconds per trainer second, in (0, 1]: 0.15 slows the trainer by 15 %.
+        share (`float`): Builder seconds per trainer second, in (0, 1] (0.1: the builder gets 10 % of the
+            trainer's time).
     """
 
     def __init__(self, share: float) -> None:

@@ -243,8 +243,8 @@ class IndexRefresher:
             once from the same snapshot before the request is given up (until the next one).
         time_share (`float`, *optional*): `"thread"` mode: pace the builder thread ([`~index.pacing.BuildPacer`]):
             it runs only inside [`IndexRefresher.maybe_swap`] / [`IndexRefresher.on_step`], alone on the cores, for
-            `time_share` × the trainer's time since the previous call (0.15: the trainer is 15 % slower while a
-            build is in flight, whatever the cores; builds take 1 / `time_share` times their CPU time).
+            `time_share` × the trainer's time since the previous call (0.1: 10 % of the trainer's time while a build
+            is in flight, whatever the cores; builds take 1 / `time_share` times their CPU time).
 
     Attributes:
         stats (`list[dict]`): One entry per swap: `snapshot_step`, `swap_step`, `staleness_steps`,

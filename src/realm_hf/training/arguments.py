@@ -118,7 +118,7 @@ class PretrainingArguments:
     refresh_time_share: float | None = field(
         default=None,
         metadata={
-            "help": "The paced builder's share of the trainer's time (refresh_mode paced; default 0.15): the trainer "
+            "help": "The paced builder's share of the trainer's time (refresh_mode paced; default 0.1): the trainer "
             "is that much slower while a build is in flight, and a build takes its CPU time / the share."
         },
     )

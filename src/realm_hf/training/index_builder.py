@@ -67,8 +67,10 @@ def build_index_from_snapshot(
     return index
 
 
-DEFAULT_TIME_SHARE = 0.15
-"""The paced builder's share of the trainer's time (`refresh_mode="paced"`, the default on the CPU)."""
+DEFAULT_TIME_SHARE = 0.1
+"""The paced builder's share of the trainer's time (`refresh_mode="paced"`, the default on the CPU). Measured on 2
+cores (benchmarks/results/refresh-paced*.md): 0.1 -> the trainer +17 %, an index 109 steps stale; 0.15 -> +27 %, 73
+steps stale (the builder's share itself, plus ~7 % that the trainer loses around the builder's slices)."""
 
 
 @dataclass(frozen=True)
