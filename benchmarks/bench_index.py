@@ -233,6 +233,7 @@ def main() -> None:
                  help="(b) on the embeddings of a saved RealmIndex too, with --saved-index-model's query tower "
                       "(e.g. the 35,718-block index of an Open-QA run): the index types at corpus scale, real vectors")
     add_argument(parser, "--saved-index-model", default=None, help="the model whose document tower built --saved-index")
+    add_argument(parser, "--saved-index-label", default="saved index", help="what the saved index holds, for the tables")
     add_argument(parser, "--batch-size", type=int, default=64)
     add_argument(parser, "--threads", type=int, default=2)
     add_argument(parser, "--output-name", default="index", help="results/<name>.json, .md, _recall_qps.png")
@@ -299,7 +300,8 @@ def command_line(settings: dict, name: str) -> str:
     options += [f"--{key.replace('_', '-')} {settings[key]}" for key in ("synthetic_size", "synthetic_clusters", "nlist")]
     options += [f"--threads {settings['threads']}"] if settings["threads"] != 2 else []
     if settings.get("saved_index"):
-        options += [f"--saved-index {settings['saved_index']} --saved-index-model {settings['saved_index_model']}"]
+        options += [f"--saved-index {settings['saved_index']} --saved-index-model {settings['saved_index_model']} "
+                    f"--saved-index-label '{settings['saved_index_label']}'"]
     if settings["index_types"] != INDEX_TYPES:
         options.append("--index-types " + " ".join(f"'{t}'" if "{" in t else t for t in settings["index_types"]))
     options += [f"--output-name {name}"] if name != "index" else []
@@ -327,7 +329,7 @@ def saved_index_types(args: argparse.Namespace) -> list[dict]:
     retriever, tokenizer = load_retriever(args.saved_index_model)
     queries = question_embeddings(retriever, tokenizer, args.questions, args.num_questions)
     embeddings = np.ascontiguousarray(np.asarray(saved.embeddings), dtype=np.float32)  # [N, D]
-    label = f"{len(embeddings):,} real ({os.path.basename(os.path.normpath(args.saved_index_model))})"
+    label = f"{len(embeddings):,} real ({args.saved_index_label})"
     return compare_types(saved.blocks.select_columns(["block_id"]), embeddings, queries, label,
                          nlist=max(16, int(4 * np.sqrt(len(embeddings)))), index_types=args.index_types)
 
