@@ -189,7 +189,7 @@ class PretrainingArguments:
         if self.refresh_time_share is not None:
             if not 0 < self.refresh_time_share <= 1:
                 raise ValueError(
-                    f"--refresh_time_share must be in (0, 1] (the builder's share of the trainer's time, e.g. 0.15), "
+                    f"--refresh_time_share must be in (0, 1] (the builder's share of the trainer's time, e.g. 0.1), "
                     f"got {self.refresh_time_share}."
                 )
             if self.refresh_mode not in (None, "paced"):

@@ -143,11 +143,7 @@ def refresh_resources(
         target = torch.device("cuda", trainer.index if trainer.type == "cuda" and trainer.index is not None else 0)
     on_cpu = target.type == "cpu"
     cores = cores or os.cpu_count() or 1
-    mode = mode or ("paced" if on_cpu else "process")
-    if mode not in ("process", "thread", "paced"):
-        raise ValueError(f"refresh_mode must be 'process', 'thread' or 'paced', got {mode!r}.")
-    if time_share is not None and mode != "paced":
-        raise ValueError(f"refresh_time_share={time_share} paces the builder: it needs refresh_mode 'paced', got {mode!r}.")
+    mode = mode or ("paced" if on_cpu else "process")  # values checked by PretrainingArguments
     return RefreshResources(
         device=str(target),
         num_threads=num_threads if num_threads is not None else 1,
