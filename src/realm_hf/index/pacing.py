@@ -6,9 +6,10 @@ finished in 30 steps; benchmarks/results/refresh.md). A paced builder does not c
 waits while the trainer trains; between steps the trainer lends it `share` × the time it has just spent training,
 and the builder runs alone on all the cores for that long, stopping at its next pause point (between embedding
 batches). The builder's cost is `share` of the trainer's time whatever the cores, the corpus or the models (measured
-with MiniLM on 2 cores: the trainer also loses 7-10 points while a paced build is in flight, cause not found, so
+with MiniLM on 2 cores: the trainer also loses 7-10 points while a paced build is in flight, so
 0.1 -> +17 %, 0.15 -> +27 %; benchmarks/results/refresh-paced*.md); what it costs besides is staleness: a build takes
-(its CPU time) / `share` of training time.
+(its CPU time) / `share` of training time. The extra points vanish with OMP_WAIT_POLICY=PASSIVE: they are the
+trainer's and this thread's OpenMP teams spin-waiting on each other (libgomp gives each calling thread its own team).
 
 The embedding loop calls [`pause_point`] between batches; it is a no-op except in a thread attached to a
 [`BuildPacer`].

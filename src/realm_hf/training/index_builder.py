@@ -71,7 +71,7 @@ DEFAULT_TIME_SHARE = 0.1
 """The paced builder's share of the trainer's time (`refresh_mode="paced"`, the default on the CPU). Measured on 2
 cores (benchmarks/results/refresh-paced*.md): 0.1 -> the trainer +17 %, an index 109 steps stale; 0.15 -> +27 %, 73
 steps stale; 0.08 -> +18 % on a noisy machine, no build done in 120 steps (the builder's share itself, plus 7-10 points
-that the trainer loses while a paced build is in flight, cause not found)."""
+that the trainer loses while a paced build is in flight: two OpenMP teams spin-waiting, see index.pacing)."""
 
 
 @dataclass(frozen=True)
