@@ -86,18 +86,16 @@ CASE_LABELS = {
 
 def builder_settings(
     case: str, cores: int, refresh_threads: int | None, time_share: float
-) -> dict[str, int | float | None]:
-    """The builder's thread budget of `case` as `PretrainingArguments` fields (`--refresh-threads` overrides)."""
+) -> dict[str, str | int | float | None]:
+    """The builder of `case` (mode, thread budget) as `PretrainingArguments` fields (`--refresh-threads` overrides)."""
     if case == "paced":
         return {"refresh_mode": "paced", "refresh_time_share": time_share}
+    settings: dict[str, str | int | float | None] = {"refresh_mode": "thread" if case == "thread" else "process"}
     if case == "process-all":
-        settings = {"refresh_threads": cores, "refresh_niceness": 0}
+        settings.update(refresh_threads=cores, refresh_niceness=0)
     elif case == "partition":
         builder = max(1, cores // 2)
-        settings = {"refresh_threads": builder, "refresh_niceness": 0,
-                    "refresh_trainer_threads": max(1, cores - builder)}
-    else:
-        settings = {}
+        settings.update(refresh_threads=builder, refresh_niceness=0, refresh_trainer_threads=max(1, cores - builder))
     if refresh_threads is not None and case != "none":
         settings["refresh_threads"] = refresh_threads
     return settings
@@ -192,8 +190,7 @@ def run_worker(case: str, job: dict) -> dict:
     pretraining = PretrainingArguments(
         refresh_schedule="0" if case == "none" else str(job["refresh_every"]),
         eval_mlm_examples=0, eval_qa_file=None,
-        **{"refresh_mode": "thread" if case == "thread" else "process",
-           **builder_settings(case, os.cpu_count() or 1, job["refresh_threads"], job["time_share"])},
+        **builder_settings(case, os.cpu_count() or 1, job["refresh_threads"], job["time_share"]),
         **settings["pretraining"],
     )
     began = time.perf_counter()

@@ -2,8 +2,8 @@
 
 On shared CPU cores every second a background builder computes is taken from the trainer (two runs side by side on 2
 cores: the trainer's step 2.2 -> 12.7 s with an all-cores builder, +27 % with a niced 1-thread one and no build
-finished in 30 steps; benchmarks/results/refresh.md). A paced builder does not compete at all: it is a thread that
-waits while the trainer trains; between steps the trainer lends it `share` × the time it has just spent training,
+finished in 30 steps; benchmarks/results/refresh.md). A paced builder does not run beside the trainer: it is a
+thread that waits while the trainer trains; between steps the trainer lends it `share` × the time it has just spent training,
 and the builder runs alone on all the cores for that long, stopping at its next pause point (between embedding
 batches). The builder's cost is `share` of the trainer's time whatever the cores, the corpus or the models (measured
 with MiniLM on 2 cores: the trainer also loses 7-10 points while a paced build is in flight, so
