@@ -15,8 +15,9 @@ Writes benchmarks/results/<output-name>.json, .md and _recall_qps.png. Parts:
 (a) build: `RealmIndex.build` over wiki-2015 blocks (MiniLM retriever, bf16 autocast) vs the bare document-tower
     forward over the same length-sorted batches (the floor);
 (b) index types, each built once and then searched at a sweep of search-time parameters
-    (`RealmIndex.set_search_params`: HNSW `efSearch`, IVF `nprobe`, refine `k_factor`): build time, bytes per block
-    (serialized faiss index, ids included), queries/s at k=5 and k=100, recall@5 / @100 vs exact search. On the real
+    (`RealmIndex.set_search_params`: HNSW `efSearch`, IVF `nprobe`, refine `k_factor`, `rerank`): build time, bytes
+    per block (serialized faiss index, ids included; `rerank` also reads that many stored embeddings per query from
+    embeddings.npy, which every index directory holds), queries/s at k=5 and k=100, recall@5 / @100 vs exact search. On the real
     NQ-dev question embeddings over the real block embeddings, and on `--synthetic-size` clustered 128-d vectors
     (REALM's embedding size; the scale where approximate search matters). Every operating point is a row, marked
     with the goals it meets (`GOALS`);
@@ -76,6 +77,7 @@ INDEX_TYPES = [
 # Search-time parameters swept on each built index (those it has): the product of the outer lists, and for each
 # outer setting the innermost parameter ascending until recall@5 and @100 stop rising (SATURATED) or reach 1.
 SWEEP = {
+    "rerank": [0, 25, 100],
     "k_factor": [2, 8, 32, 128],
     "efSearch": [16, 32, 64, 128, 256, 512],
     "nprobe": [1, 2, 4, 8, 16, 32, 64, 128],
@@ -143,9 +145,10 @@ def sweep_settings(search_params: dict[str, Any], nlist: int) -> list[list[dict[
 
 
 class Measurer:
-    """Searches an index's backend with the benchmark's queries and scores the result against exact search.
+    """Searches an index's search structure with the benchmark's queries and scores the result against exact search.
 
-    The backend (the faiss index itself) is measured, not `RealmIndex.search`, which completes the rows where an
+    `RealmIndex.approximate_search` is measured (the faiss index, and its exact re-scoring of `rerank` candidates
+    from the stored embeddings when that parameter is set), not `RealmIndex.search`, which completes the rows where an
     approximate index comes up short (fewer than k hits in the probed lists) with exact search: such rows count as
     misses here, and `short@k` is their fraction.
     """
@@ -158,7 +161,7 @@ class Measurer:
     def __call__(self, index) -> dict[str, Any]:
         row: dict[str, Any] = {"search_params": index.search_params}
         for k, repeats in ((5, self.repeats), (100, 1)):
-            seconds, (_, ids) = timed(lambda: index.backend.search(self.queries, k), repeats=repeats)  # [Q, k]
+            seconds, (_, ids) = timed(lambda: index.approximate_search(self.queries, k), repeats=repeats)  # [Q, k]
             row[f"qps@{k}"] = len(self.queries) / seconds
             row[f"recall@{k}"] = recall(ids, self.exact_ids, k)
             row[f"short@{k}"] = float((ids < 0).any(dim=1).float().mean())

@@ -12,7 +12,7 @@ import torch
 from index_helpers import MeanPoolEmbedder, make_blocks
 
 from realm_hf.index import RealmIndex
-from realm_hf.index.compressed import CODE_BYTES, MipsToL2, compressed_faiss_index
+from realm_hf.index.compressed import CODE_BYTES, DEFAULT_RERANK, MipsToL2, compressed_faiss_index
 from realm_hf.validation import check_index_type
 
 
@@ -46,10 +46,12 @@ def varied():
     return vectors, queries, _index(vectors)
 
 
-def test_agrees_with_exact_search_on_vectors_of_varied_norms(varied):
+def test_the_codes_agree_with_exact_search_on_vectors_of_varied_norms(varied):
     vectors, queries, index = varied
     exact_scores, exact_ids = _index(vectors, "torch-exact").search(queries, K)
+    index.set_search_params(rerank=0)  # the PQ codes alone
     scores, ids = index.search(queries, K)
+    index.set_search_params(rerank=DEFAULT_RERANK)
     # measured 0.89, as IVF12,PQ32 over inner products; L2 search without the transform finds none of them (0.0)
     assert _recall(ids, exact_ids) >= 0.85
     # the scores are inner products (turned back from L2 distances), descending, close to the exact ones
@@ -57,6 +59,17 @@ def test_agrees_with_exact_search_on_vectors_of_varied_norms(varied):
     error = (scores - true_scores).abs() / exact_scores.abs().max()
     assert float(error.median()) < 0.02 and float(error.max()) < 0.25  # measured 0.008 / 0.11 (codes of tails)
     assert bool((scores[:, :-1] >= scores[:, 1:]).all())
+
+
+def test_the_default_rerank_recovers_the_exact_top_k(varied):
+    """The preset re-scores its best DEFAULT_RERANK candidates with the stored embeddings: the codes only have to
+    bring the true top K among them."""
+    vectors, queries, index = varied
+    exact_scores, exact_ids = _index(vectors, "torch-exact").search(queries, K)
+    scores, ids = index.search(queries, K)
+    assert index.search_params["rerank"] == DEFAULT_RERANK
+    assert _recall(ids, exact_ids) >= 0.98  # the codes alone: 0.89 (test above)
+    torch.testing.assert_close(scores, exact_scores, rtol=1e-4, atol=1e-4)  # exact inner products now
 
 
 def test_the_transform_is_what_makes_varied_norms_work(varied):
@@ -72,7 +85,7 @@ def test_the_transform_is_what_makes_varied_norms_work(varied):
 def test_layout_and_search_params(varied):
     vectors, _, index = varied
     assert index.index_type == "compressed"
-    assert index.search_params == {"nprobe": 8}
+    assert index.search_params == {"nprobe": 8, "rerank": DEFAULT_RERANK}
     assert index.manifest.max_norm == pytest.approx(float(np.linalg.norm(vectors, axis=1).max()))
     # ids live in the IVF lists (no IDMap2 wrapper with 8 more bytes per block); codes are CODE_BYTES per block
     assert isinstance(faiss.downcast_index(index.backend.index), faiss.IndexPreTransform)
@@ -101,14 +114,15 @@ def test_round_trip(tmp_path, varied):
     index.save_pretrained(tmp_path / "index")
     with open(os.path.join(tmp_path, "index", "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
-    assert manifest["index_type"] == "compressed" and manifest["search_params"] == {"nprobe": 3}
+    assert manifest["index_type"] == "compressed" and manifest["search_params"] == {"nprobe": 3, "rerank": 100}
     assert manifest["max_norm"] == pytest.approx(index.manifest.max_norm)
     loaded = RealmIndex.from_pretrained(tmp_path / "index")
-    assert loaded.index_type == "compressed" and loaded.search_params == {"nprobe": 3}
+    assert loaded.index_type == "compressed" and loaded.search_params == {"nprobe": 3, "rerank": 100}
     loaded_scores, loaded_ids = loaded.search(queries, K)
     torch.testing.assert_close(loaded_ids, ids)
     torch.testing.assert_close(loaded_scores, scores)
-    assert RealmIndex.from_pretrained(tmp_path / "index", search_params={"nprobe": 8}).search_params == {"nprobe": 8}
+    overridden = RealmIndex.from_pretrained(tmp_path / "index", search_params={"nprobe": 8, "rerank": 0})
+    assert overridden.search_params == {"nprobe": 8}
     index.set_search_params(nprobe=8)
 
 

@@ -27,7 +27,7 @@ def _recall_curve(clustered_vectors, index_type: str, name: str, values: list, *
     index = _index(vectors, index_type)
     curve = []
     for value in values:
-        assert index.set_search_params(**fixed, **{name: value})[name] == value
+        assert index.set_search_params(**fixed, **{name: value}).get(name, 0) == value  # rerank=0: off, not listed
         _, found = index.search(queries, K)
         curve.append(float(np.mean([len(set(a) & set(b)) / K for a, b in zip(reference.tolist(), found.tolist())])))
     return curve
@@ -42,6 +42,8 @@ def _recall_curve(clustered_vectors, index_type: str, name: str, values: list, *
         ("IVF64,Flat", "nprobe", [1, 4, 64], {}),
         # 0.18 / 0.64 / 1.0: re-scoring K * 16 of 4000 candidates exactly recovers the exact top-K
         ("IVF64,PQ8x4,RFlat", "k_factor", [1, 4, 16], {"nprobe": 64}),
+        # the same codes, re-scoring candidates with the stored embeddings instead of refinement codes: 0.18 / 0.64 / 1.0
+        ("IVF64,PQ8x4", "rerank", [0, 40, 160], {"nprobe": 64}),
     ],
 )
 def test_recall_rises_with_the_search_parameter(clustered_vectors, index_type, name, values, fixed):
@@ -64,6 +66,39 @@ def test_set_search_params_keeps_the_others_and_persists(tmp_path, clustered_vec
     assert torch.equal(loaded.search(queries, K)[1], ids)
     overridden = RealmIndex.from_pretrained(tmp_path / "index", search_params={"nprobe": 32})
     assert overridden.search_params == {"nprobe": 32, "k_factor": 8.0}
+
+
+def test_rerank_returns_exact_scores_and_persists(tmp_path, clustered_vectors):
+    vectors, queries = clustered_vectors
+    index = _index(vectors[:2000], "IVF16,PQ4x4")
+    assert "rerank" not in index.search_params  # off unless asked for (the "compressed" preset asks)
+    coarse_scores, _ = index.search(queries, K)
+    assert index.set_search_params(rerank=50) == {"nprobe": 8, "rerank": 50}
+    scores, ids = index.search(queries, K)
+    stored = torch.einsum("bd,bkd->bk", torch.from_numpy(queries), index.get_embeddings(ids))
+    torch.testing.assert_close(scores, stored)  # the stored embeddings' inner products, not the PQ estimates
+    assert not torch.allclose(coarse_scores, scores, atol=1e-3)
+    assert bool((scores[:, :-1] >= scores[:, 1:]).all())
+    # every list probed and every block a candidate: exactly the exact top K
+    index.set_search_params(nprobe=16, rerank=2000)
+    _, exact_ids = _index(vectors[:2000], "torch-exact").search(queries, K)
+    assert torch.equal(index.search(queries, K)[1], exact_ids)
+    index.save_pretrained(tmp_path / "index")
+    assert RealmIndex.from_pretrained(tmp_path / "index").search_params == {"nprobe": 16, "rerank": 2000}
+    # exclusion still leaves K hits per query and never returns an excluded block
+    top = exact_ids[:, 0]
+    _, kept = index.search(queries, K, exclude=top)
+    assert not bool((kept == top[:, None]).any())
+    assert index.set_search_params(rerank=0) == {"nprobe": 16}
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "50"])
+def test_a_bad_rerank_is_refused_and_changes_nothing(clustered_vectors, bad):
+    vectors, _ = clustered_vectors
+    index = _index(vectors[:2000], "IVF16,Flat")
+    with pytest.raises(ValueError, match=rf"rerank must be an integer >= 0 .*got {bad!r}"):
+        index.set_search_params(nprobe=2, rerank=bad)
+    assert index.search_params == {"nprobe": 8}
 
 
 def test_set_search_params_rejects_what_does_not_apply(clustered_vectors):

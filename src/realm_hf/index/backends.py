@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..quiet import quiet_faiss_loader
-from .compressed import COMPRESSED, DEFAULT_NPROBE, MipsToL2, compressed_faiss_index
+from .compressed import COMPRESSED, DEFAULT_NPROBE, DEFAULT_RERANK, MipsToL2, compressed_faiss_index
 from .pacing import pause_point
 
 
@@ -160,7 +160,8 @@ class FaissBackend:
     Args:
         index (`faiss.Index`): The CPU index (the one that is saved, added to and removed from).
         index_type (`str`): The factory string it was built from, or `"compressed"`.
-        search_params (`dict`, *optional*): `nprobe` (IVF), `efSearch` (HNSW), `k_factor` (refine).
+        search_params (`dict`, *optional*): `nprobe` (IVF), `efSearch` (HNSW), `k_factor` (refine), `rerank` (any
+            type: candidates per query that [`RealmIndex`] re-scores exactly with its stored embeddings; 0: off).
         device (`str` or `torch.device`, *optional*): A CUDA device moves the index to all GPUs when faiss-gpu is
             installed (types the GPU lacks, such as HNSW, stay on CPU with a warning).
         transform ([`MipsToL2`], *optional*): Required by, and only used with, `index_type="compressed"`.
@@ -221,7 +222,7 @@ class FaissBackend:
         try:
             if transform is not None:
                 base = compressed_faiss_index(dim, len(embeddings))
-                search_params = {"nprobe": DEFAULT_NPROBE, **(search_params or {})}
+                search_params = {"nprobe": DEFAULT_NPROBE, "rerank": DEFAULT_RERANK, **(search_params or {})}
             else:
                 base = faiss.index_factory(dim, index_type, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as err:
@@ -266,6 +267,11 @@ class FaissBackend:
     def _apply_search_params(self, params: dict[str, Any]) -> dict[str, Any]:
         faiss = import_faiss()
         applied: dict[str, Any] = {}
+        rerank = params.pop("rerank", 0)
+        if isinstance(rerank, bool) or not isinstance(rerank, (int, np.integer)) or rerank < 0:
+            raise ValueError(f"rerank must be an integer >= 0 (candidates re-scored exactly; 0: off), got {rerank!r}.")
+        if rerank:
+            applied["rerank"] = int(rerank)  # carried out by RealmIndex, which holds the embeddings
         for level in _unwrap(self.index):
             if isinstance(level, faiss.IndexIVF):
                 default = min(level.nlist, max(8, level.nlist // 16))
@@ -277,7 +283,7 @@ class FaissBackend:
         if params:
             raise ValueError(
                 f"Search parameters {sorted(params)} do not apply to index_type={self.index_type!r}; "
-                "use nprobe (IVF), efSearch (HNSW) or k_factor (Refine/RFlat)."
+                "use nprobe (IVF), efSearch (HNSW), k_factor (Refine/RFlat) or rerank (any faiss type)."
             )
         return applied
 

@@ -306,7 +306,7 @@ class RealmIndex:
     # -------------------------------------------------------------------------------------------------- search
     @property
     def search_params(self) -> dict[str, Any]:
-        """The faiss search-time parameters in effect (`nprobe`, `efSearch`, `k_factor`; `{}` for exact types)."""
+        """The search-time parameters in effect (`nprobe`, `efSearch`, `k_factor`, `rerank`; `{}` for exact types)."""
         return dict(self.backend.search_params)
 
     def set_search_params(self, **params: Any) -> dict[str, Any]:
@@ -325,6 +325,9 @@ class RealmIndex:
                 least `k`). Defaults to 128.
             k_factor (`float`, *optional*): Refine types (`...,RFlat`, `...,Refine(...)`): the base index returns
                 `k * k_factor` candidates that are re-scored with the refinement codes. Defaults to 4.
+            rerank (`int`, *optional*): Any faiss type: the index returns `max(k, rerank)` candidates that are
+                re-scored exactly with the stored embeddings (see [`approximate_search`]); 0 turns it off.
+                Defaults to 0, and to 100 for `index_type="compressed"`.
 
         Returns:
             `dict`: the parameters now in effect.
@@ -412,7 +415,7 @@ class RealmIndex:
             return _drop_excluded(
                 queries.new_zeros((len(queries), 0)), excluded.new_zeros((len(queries), 0)), excluded, k
             )
-        scores, ids = self.backend.search(queries, fetch)  # [B, fetch]
+        scores, ids = self.approximate_search(queries, fetch)  # [B, fetch]
         scores, ids, found = _drop_excluded(scores, ids, excluded, k)  # [B, k]
         short = found < min(k, self.num_blocks)
         if self.index_type != TORCH_EXACT and bool(short.any()):
@@ -424,6 +427,42 @@ class RealmIndex:
             exact_scores, exact_ids = self._exact().search(queries[rows], fetch)
             scores[rows], ids[rows], found[rows] = _drop_excluded(exact_scores, exact_ids, excluded[rows], k)
         return scores, ids, found
+
+    def approximate_search(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""
+        The search structure alone, with its `rerank` step: no exclusion, and no exact completion of the rows an
+        approximate index leaves short (what [`search`] adds). `benchmarks/bench_index.py` measures this.
+
+        With the search parameter `rerank=R` (the `"compressed"` preset's default), the backend returns
+        `max(k, R)` candidates whose scores are then recomputed exactly from the stored embeddings (memory-mapped
+        after [`from_pretrained`]: R rows read per query), so the compressed codes only have to bring the true top
+        k among the first R.
+
+        Args:
+            queries (`torch.Tensor` of shape `(B, D)`): float32 query embeddings.
+            k (`int`): Hits per query, `1 <= k <= num_blocks`.
+
+        Returns:
+            `tuple(torch.FloatTensor, torch.LongTensor)`: scores `[B, k]` (descending) and block ids `[B, k]`;
+            rows with fewer than `k` hits are padded with -inf / -1.
+        """
+        rerank = int(self.backend.search_params.get("rerank", 0))
+        scores, ids = self.backend.search(queries, min(max(k, rerank), self.num_blocks))  # [B, max(k, R)]
+        if rerank:
+            scores, ids = self._rescore(queries, ids)
+        return scores[:, :k], ids[:, :k]
+
+    def _rescore(self, queries: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Exact inner products of `queries` `[B, D]` with the stored embeddings of candidates `ids` `[B, C]` (-1:
+        none), sorted descending: scores `[B, C]` (-inf where no candidate), ids `[B, C]`."""
+        ids = ids.cpu()
+        found = ids >= 0  # [B, C]
+        query_of = torch.nonzero(found)[:, 0]  # [V] the query row of each candidate
+        vectors = self.get_embeddings(ids[found])  # [V, D]
+        exact = (queries.cpu()[query_of] * vectors).sum(dim=-1)  # [V]
+        scores = torch.full(ids.shape, float("-inf")).masked_scatter(found, exact)  # [B, C]
+        scores, order = scores.sort(dim=1, descending=True)
+        return scores, ids.gather(1, order)
 
     def _exact(self) -> TorchExactBackend:
         if self._exact_backend is None:
