@@ -1,4 +1,4 @@
-"""The paced builder: a background build that runs only in the slices of time the trainer lends it."""
+"""The paced builder: a background build that runs only in the slices of time the trainer lends it, on its thread."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from realm_hf.training.arguments import PretrainingArguments
 from realm_hf.training.entry_points import main_pretrain
 
 
-def _paced_worker(pacer: BuildPacer, units: int, unit_seconds: float, done: list[float]) -> threading.Thread:
-    """A builder of `units` units of busy work with a pause point before each; `done` gets one entry per unit."""
+def _paced_build(pacer: BuildPacer, units: int, unit_seconds: float, done: list[float]) -> None:
+    """Start a build of `units` units of busy work with a pause point before each; `done` gets one entry per unit
+    (-1.0 when cancelled)."""
 
     def work() -> None:
         try:
-            pacer.attach()
             for _ in range(units):
                 pause_point()
                 began = time.monotonic()
@@ -30,44 +30,95 @@ def _paced_worker(pacer: BuildPacer, units: int, unit_seconds: float, done: list
                 done.append(time.monotonic())
         except BuildCancelled:
             done.append(-1.0)
-        finally:
-            pacer.detach()
 
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    return thread
+    pacer.start(work)
 
 
-def test_paced_builder_runs_only_inside_lend_and_for_its_share():
+def test_paced_build_runs_only_inside_lend_and_for_its_share():
     pacer = BuildPacer(0.25)
     done: list[float] = []
-    worker = _paced_worker(pacer, units=40, unit_seconds=0.01, done=done)
-    assert pacer.lend(worker) == 0.0  # the first call only starts the trainer's clock
+    _paced_build(pacer, units=40, unit_seconds=0.01, done=done)
+    assert pacer.lend() == 0.0 and done == []  # the first call only starts the trainer's clock
     trainer_seconds = 0.0
     for _ in range(8):
         before = len(done)
         began = time.monotonic()
-        time.sleep(0.1)  # "a training step": the builder waits, whatever the time
+        time.sleep(0.1)  # "a training step": the build waits, whatever the time
         trainer_seconds += time.monotonic() - began
-        assert len(done) == before, "the builder worked outside its slice"
-        pacer.lend(worker)
-    # 8 slices of ~0.025 s of 0.01 s units: some units done, far from all 40; overruns repaid, so the builder's time
+        assert len(done) == before, "the build worked outside its slice"
+        pacer.lend()
+    # 8 slices of ~0.025 s of 0.01 s units: some units done, far from all 40; overruns repaid, so the build's time
     # is its share of the trainer's, give or take one unit
     assert 0 < len(done) < 40
     assert pacer.builder_seconds <= 0.25 * (trainer_seconds + 0.1) + 0.01 + 0.05
-    pacer.lend(worker, unlimited=True)  # the end of training: the build runs to its end
-    assert len(done) == 40 and not worker.is_alive()
-    assert pacer.lend(worker) == 0.0  # nothing left to run
+    pacer.lend(unlimited=True)  # the end of training: the build runs to its end
+    assert len(done) == 40 and not pacer.is_alive()
+    assert pacer.lend() == 0.0  # nothing left to run
 
 
-def test_cancelled_paced_builder_stops_at_its_next_pause_point():
+def test_the_paced_build_runs_on_the_trainers_thread_and_leaves_its_grad_mode_alone():
+    """One OpenMP team (index.pacing): the build computes on the thread that lends it the time, and its no_grad
+    blocks never leak into the trainer's steps (nor the trainer's modes into the build)."""
+    pacer = BuildPacer(1.0)
+    seen: list[tuple[int, bool]] = []
+
+    def work() -> None:
+        with torch.no_grad():
+            seen.append((threading.get_ident(), torch.is_grad_enabled()))
+        pause_point()
+        seen.append((threading.get_ident(), torch.is_grad_enabled()))
+        torch.set_grad_enabled(False)  # a build that leaves grad off at its pause points
+        for _ in range(3):
+            pause_point()
+            seen.append((threading.get_ident(), torch.is_grad_enabled()))
+
+    pacer.start(work)
+    pacer.lend()
+    while pacer.is_alive():
+        time.sleep(0.01)
+        pacer.lend()
+        assert torch.is_grad_enabled(), "the build's grad mode leaked into the trainer"
+    assert seen[0] == (threading.get_ident(), False) and seen[1][1]
+    assert {ident for ident, _ in seen} == {threading.get_ident()}
+    assert [enabled for _, enabled in seen[2:]] == [False, False, False]  # its own mode, kept across switches
+
+
+def test_a_pause_point_inside_autocast_is_refused():
+    pacer = BuildPacer(1.0)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                time.sleep(0.02)  # past its slice
+                pause_point()
+        except RuntimeError as err:
+            errors.append(err)
+
+    pacer.start(work)
+    pacer.lend()
+    time.sleep(0.01)
+    pacer.lend()
+    assert not pacer.is_alive() and "inside a torch.autocast block" in str(errors[0])
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_cancelled_paced_build_stops_at_its_next_pause_point():
     pacer = BuildPacer(0.5)
     done: list[float] = []
-    worker = _paced_worker(pacer, units=1000, unit_seconds=0.001, done=done)
-    pacer.lend(worker)
+    _paced_build(pacer, units=1000, unit_seconds=0.001, done=done)
+    pacer.lend()
+    time.sleep(0.02)
+    pacer.lend()
+    assert 0 < len(done) < 1000
     pacer.cancel()
-    worker.join(timeout=10)
-    assert not worker.is_alive() and done[-1] == -1.0
+    assert not pacer.is_alive() and done[-1] == -1.0 and len(done) < 1000
+
+    unstarted = BuildPacer(0.5)
+    never: list[float] = []
+    _paced_build(unstarted, units=10, unit_seconds=0.001, done=never)
+    unstarted.cancel()
+    assert not unstarted.is_alive() and never == []  # none of it ran
 
 
 @pytest.mark.parametrize("share", [0.0, -0.1, 1.5])
@@ -107,7 +158,11 @@ def test_paced_refresher_wait_finishes_and_close_cancels(tmp_path, blocks_dir):
 
     closing = IndexRefresher(tmp_path / "c", build_index, {"blocks_dir": blocks_dir}, mode="thread", time_share=0.1)
     closing.request_refresh(3, tower.state_dict())
+    closing.maybe_swap(4)
+    time.sleep(0.05)
+    closing.maybe_swap(5)  # the build has started
     worker = closing._running.worker
+    assert worker.is_alive()
     closing.close()
     assert not worker.is_alive() and not closing.busy
     assert not os.path.exists(tmp_path / "c" / "LATEST")

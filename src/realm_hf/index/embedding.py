@@ -128,7 +128,6 @@ def _eval_mode(embedder: Any) -> Iterator[None]:
             module.train()
 
 
-@torch.no_grad()
 def _embed_rows(
     blocks: datasets.Dataset,
     start: int,
@@ -144,24 +143,20 @@ def _embed_rows(
     order = np.argsort(-lengths, kind="stable")  # [n]
     token_columns = blocks.select_columns(["input_ids", "token_type_ids"])
     embeddings: np.ndarray | None = None
-    autocast = (
-        torch.autocast(device_type=device.type, dtype=dtype)
-        if dtype is not None and dtype != torch.float32
-        else contextlib.nullcontext()
-    )
-    with autocast:
-        for offset in tqdm(range(0, len(order), batch_size), desc="Embedding blocks", unit="batch"):
-            pause_point()  # a paced background build waits here for the trainer's next slice
-            rows = order[offset : offset + batch_size]  # [b]
-            batch = pad_batch(token_columns[(rows + start).tolist()], pad_token_id)
-            batch = {name: tensor.to(device) for name, tensor in batch.items()}
+    autocast = dtype is not None and dtype != torch.float32
+    for offset in tqdm(range(0, len(order), batch_size), desc="Embedding blocks", unit="batch"):
+        pause_point()  # a paced build hands the thread back to the trainer here: outside no_grad and autocast
+        rows = order[offset : offset + batch_size]  # [b]
+        batch = pad_batch(token_columns[(rows + start).tolist()], pad_token_id)
+        batch = {name: tensor.to(device) for name, tensor in batch.items()}
+        with torch.no_grad(), torch.autocast(device_type=device.type, dtype=dtype, enabled=autocast):
             out = embed_fn(batch)
-            if not isinstance(out, torch.Tensor):  # a ModelOutput or tuple: its first field is the embedding
-                out = out[0]
-            out = out.detach().float().cpu().numpy()  # [b, D]
-            if embeddings is None:
-                embeddings = np.empty((stop - start, out.shape[1]), dtype=np.float32)  # [n, D]
-            embeddings[rows] = out  # back to the original row order
+        if not isinstance(out, torch.Tensor):  # a ModelOutput or tuple: its first field is the embedding
+            out = out[0]
+        out = out.detach().float().cpu().numpy()  # [b, D]
+        if embeddings is None:
+            embeddings = np.empty((stop - start, out.shape[1]), dtype=np.float32)  # [n, D]
+        embeddings[rows] = out  # back to the original row order
     return embeddings if embeddings is not None else np.empty((0, 0), dtype=np.float32)
 
 

@@ -1,48 +1,68 @@
-"""A paced index builder: a background build that runs only in the time slices the trainer lends it.
+"""A paced index builder: a background build that runs only in the time slices the trainer lends it, on its thread.
 
 On shared CPU cores every second a background builder computes is taken from the trainer (two runs side by side on 2
 cores: the trainer's step 2.2 -> 12.7 s with an all-cores builder, +27 % with a niced 1-thread one and no build
-finished in 30 steps; benchmarks/results/refresh.md). A paced builder does not run beside the trainer: it is a
-thread that waits while the trainer trains; between steps the trainer lends it `share` × the time it has just spent training,
-and the builder runs alone on all the cores for that long, stopping at its next pause point (between embedding
-batches). The builder's cost is `share` of the trainer's time whatever the cores, the corpus or the models (measured
-with MiniLM on 2 cores: the trainer also loses 7-10 points while a paced build is in flight, so
-0.1 -> +17 %, 0.15 -> +27 %; benchmarks/results/refresh-paced*.md); what it costs besides is staleness: a build takes
-(its CPU time) / `share` of training time. The extra points vanish with OMP_WAIT_POLICY=PASSIVE: they are the
-trainer's and this thread's OpenMP teams spin-waiting on each other (libgomp gives each calling thread its own team).
+finished in 30 steps; benchmarks/results/refresh.md). A paced builder does not run beside the trainer: between steps
+the trainer lends it `share` × the time it has just spent training, and the builder runs alone on all the cores for
+that long, stopping at its next pause point (between embedding batches, between faiss add chunks). Its cost is
+`share` of the trainer's time whatever the cores, the corpus or the models; what it costs besides is staleness: a
+build takes (its CPU time) / `share` of training time.
 
-The embedding loop calls [`pause_point`] between batches; it is a no-op except in a thread attached to a
-[`BuildPacer`].
+The build runs as a greenlet (a coroutine with a stack of its own) on the trainer's thread, not as a thread. libgomp
+gives every thread that runs parallel torch ops an OpenMP team of its own, and once there are more OpenMP threads
+than cores, every team's workers sleep after a short spin instead of a long one, so each of the trainer's many small
+ops pays a wake-up: with a builder *thread* that merely exists after computing once, 4,000 small torch ops took
+3-4x as long on 2 cores, and a paced builder thread cost the trainer 7-10 points beyond its share
+(benchmarks/results/refresh-paced*.md); `OMP_WAIT_POLICY=PASSIVE` removed those points and slowed every step 18 %. On
+one thread there is one team.
+
+The embedding loop and the faiss add loop call [`pause_point`] between units of work; it is a no-op except inside a
+paced build. A pause point must not be inside a `torch.autocast` block (the trainer would run in it, and autocast's
+weight cache outlives its nesting); grad mode is saved and restored on both sides of every switch.
 """
 
 from __future__ import annotations
 
-import threading
 import time
+from collections.abc import Callable
 
-
-_local = threading.local()
+import greenlet
+import torch
 
 
 class BuildCancelled(Exception):
     """Raised at a pause point of a paced build whose pacer was cancelled (the trainer stopped the refresher)."""
 
 
+class _BuildGreenlet(greenlet.greenlet):
+    """The paced build's coroutine; `pacer` marks it for [`pause_point`]."""
+
+    def __init__(self, run: Callable[[], None], pacer: BuildPacer) -> None:
+        super().__init__(run)
+        self.pacer = pacer
+
+
 def pause_point() -> None:
-    """Between two units of a build's work: in a paced builder thread whose slice is spent, wait for the next one."""
-    pacer = getattr(_local, "pacer", None)
+    """Between two units of a build's work: in a paced build whose slice is spent, hand the thread back to the
+    trainer until its next slice."""
+    pacer = getattr(greenlet.getcurrent(), "pacer", None)
     if pacer is not None:
         pacer._pause_point()
 
 
+def _autocast_enabled() -> bool:
+    return any(torch.is_autocast_enabled(device) for device in ("cpu", "cuda"))
+
+
 class BuildPacer:
     r"""
-    Lend a builder thread a fixed share of the trainer's time.
+    Run a build on the trainer's thread for a fixed share of the trainer's time.
 
-    The builder thread calls [`BuildPacer.attach`] first (it then waits for its first slice) and [`BuildPacer.detach`]
-    when done; the trainer calls [`BuildPacer.lend`] between steps. Time a slice overran (a pause point comes only
-    between units of work) is owed and repaid by the next slices, so over a build the builder's time is `share` ×
-    the trainer's time up to one unit of work.
+    [`BuildPacer.start`] hands it the build (nothing runs yet); the trainer calls [`BuildPacer.lend`] between steps,
+    and the build runs inside that call until its slice is spent and it reaches a pause point. Time a slice overran (a
+    pause point comes only between units of work) is owed and repaid by the next slices, so over a build the
+    builder's time is `share` × the trainer's time up to one unit of work. `lend`, `cancel` and `join` must be called
+    from the thread that called `start`.
 
     Args:
         share (`float`): Builder seconds per trainer second, in (0, 1] (0.1: the builder gets 10 % of the
@@ -54,82 +74,82 @@ class BuildPacer:
             raise ValueError(f"The builder's share of the trainer's time must be in (0, 1], got {share}.")
         self.share = share
         self.builder_seconds = 0.0  # time lent and used so far
-        self._condition = threading.Condition()
-        self._builder_runs = False  # the builder thread is inside a slice
+        self._build: _BuildGreenlet | None = None
         self._deadline = 0.0  # time.monotonic() at which the current slice ends
-        self._attached = False
         self._cancelled = False
         self._credit = 0.0  # builder seconds earned and not used yet (negative: owed)
-        self._trainer_since: float | None = None  # when the trainer last got the cores back
+        self._trainer_since: float | None = None  # when the trainer last got the thread back
 
-    # ----------------------------------------------------------------------------------- the builder thread
-    def attach(self) -> None:
-        """Make the calling thread the paced builder and wait for its first slice."""
-        _local.pacer = self
-        with self._condition:
-            self._attached = True
-            self._condition.notify_all()
-            self._wait_for_slice()
+    def start(self, build: Callable[[], None]) -> None:
+        """Make `build` (a function of no arguments that handles its own errors) the paced build; it first runs in
+        the next slice [`BuildPacer.lend`] gives."""
+        if self._build is not None:
+            raise RuntimeError("This pacer already has a build; use one BuildPacer per build.")
+        self._build = _BuildGreenlet(build, self)
 
-    def detach(self) -> None:
-        """The build is over (done or failed): hand the cores back to the trainer for good."""
-        _local.pacer = None
-        with self._condition:
-            self._attached = False
-            self._builder_runs = False
-            self._condition.notify_all()
+    def is_alive(self) -> bool:
+        """Whether the build has work left (started or not)."""
+        return self._build is not None and not self._build.dead
 
+    # ----------------------------------------------------------------------------------- inside the build
     def _pause_point(self) -> None:
         if time.monotonic() < self._deadline and not self._cancelled:
             return
-        with self._condition:
-            self._builder_runs = False
-            self._condition.notify_all()
-            self._wait_for_slice()
-
-    def _wait_for_slice(self) -> None:  # holding the condition
-        self._condition.wait_for(lambda: self._builder_runs or self._cancelled)
+        if _autocast_enabled():
+            raise RuntimeError(
+                "pause_point() was called inside a torch.autocast block; the trainer would run in it. Call it between "
+                "the blocks (see realm_hf.index.embedding)."
+            )
+        grad_enabled = torch.is_grad_enabled()
+        self._build.parent.switch()  # back to the trainer, inside lend()
+        torch.set_grad_enabled(grad_enabled)
         if self._cancelled:
             raise BuildCancelled("The index build was cancelled")
 
+    def _run(self) -> None:
+        """Switch to the build until its next pause point past the deadline, or its end."""
+        grad_enabled = torch.is_grad_enabled()
+        self._build.switch()
+        torch.set_grad_enabled(grad_enabled)
+
     # ----------------------------------------------------------------------------------- the trainer
-    def lend(self, worker: threading.Thread, unlimited: bool = False) -> float:
+    def lend(self, unlimited: bool = False) -> float:
         r"""
-        Let the builder run for its share of the trainer's time since the last call (nothing on the first call: the
+        Let the build run for its share of the trainer's time since the last call (nothing on the first call: the
         trainer's time is counted from it), or until it finishes with `unlimited=True`. Blocks meanwhile.
 
         Args:
-            worker (`threading.Thread`): The builder thread (a slice ends early when it dies).
             unlimited (`bool`, defaults to `False`): Run the build to its end (e.g. at the end of training).
 
         Returns:
-            `float`: The seconds the builder ran.
+            `float`: The seconds the build ran.
         """
         now = time.monotonic()
         if self._trainer_since is not None:
             self._credit += self.share * (now - self._trainer_since)
-        if not unlimited and (self._trainer_since is None or self._credit <= 0):
+        if not self.is_alive() or (not unlimited and (self._trainer_since is None or self._credit <= 0)):
             self._trainer_since = now
             return 0.0
-        with self._condition:
-            if not self._condition.wait_for(lambda: self._attached or not worker.is_alive(), timeout=60):
-                raise RuntimeError("The paced index builder thread did not start within 60 s.")
-            if not self._attached:  # the build is over
-                self._trainer_since = now
-                return 0.0
-            self._deadline = float("inf") if unlimited else now + self._credit
-            self._builder_runs = True
-            self._condition.notify_all()
-            while self._builder_runs and worker.is_alive():
-                self._condition.wait(timeout=0.5)
+        self._deadline = float("inf") if unlimited else now + self._credit
+        self._run()
         used = time.monotonic() - now
         self.builder_seconds += used
         self._credit = 0.0 if unlimited else self._credit - used
         self._trainer_since = time.monotonic()
         return used
 
+    def join(self) -> None:
+        """Run the build to its end now (it is the trainer's turn to wait)."""
+        while self.is_alive():
+            self.lend(unlimited=True)
+
     def cancel(self) -> None:
-        """Stop the build at its next pause point (it raises [`BuildCancelled`] there)."""
-        with self._condition:
-            self._cancelled = True
-            self._condition.notify_all()
+        """Stop the build: a started one raises [`BuildCancelled`] at its next pause point (which its function
+        handles), one not started yet never runs."""
+        self._cancelled = True
+        if self._build is None or self._build.dead:
+            return
+        if not self._build:  # not started: kill it without running any of it
+            self._build.throw(greenlet.GreenletExit)
+            return
+        self._run()

@@ -7,8 +7,9 @@ polls with [`IndexRefresher.maybe_swap`] and swaps the new index in. A crashed b
 use: the trainer keeps it and a warning is logged; a builder killed by a signal (kill -9, the OOM killer) is restarted
 at once from the same snapshot (a bounded number of times), any other failure waits for the next request. A
 published index that does not load (damaged faiss file, checksum or fingerprint mismatch) is rejected with a warning
-and the old one kept. In thread mode the build can be paced (`time_share`): it then runs only between the trainer's
-steps, for a fixed share of the trainer's time (`index.pacing`), instead of competing with it for the cores.
+and the old one kept. In thread mode the build can be paced (`time_share`): it then runs on the trainer's own thread (a
+greenlet), only between the trainer's steps, for a fixed share of the trainer's time (`index.pacing`), instead of
+competing with it for the cores.
 
 No pickle of tensors: the snapshot travels as a safetensors file, the builder as an import path string
 (`"package.module:function"`), its arguments as JSON.
@@ -207,8 +208,8 @@ class _Build:
     fingerprint: str | None = None  # of the snapshot: the index it yields must carry the same
     started: float = 0.0
     restarts: int = 0
-    worker: Any = None  # a spawned Process or a Thread
-    pacer: BuildPacer | None = None  # a paced builder thread (time_share)
+    worker: Any = None  # a spawned Process, a Thread, or the BuildPacer of a paced build
+    pacer: BuildPacer | None = None  # a paced build (time_share), run on the trainer's thread
     error: BaseException | None = None
 
 
@@ -241,9 +242,10 @@ class IndexRefresher:
             that of the snapshot it was built from (costs one hash of the snapshot per refresh).
         max_restarts (`int`, defaults to 2): How many times a builder process killed by a signal is restarted at
             once from the same snapshot before the request is given up (until the next one).
-        time_share (`float`, *optional*): `"thread"` mode: pace the builder thread ([`~index.pacing.BuildPacer`]):
-            it runs only inside [`IndexRefresher.maybe_swap`] / [`IndexRefresher.on_step`], alone on the cores, for
-            `time_share` × the trainer's time since the previous call (0.1: 10 % of the trainer's time while a build
+        time_share (`float`, *optional*): `"thread"` mode: pace the build ([`~index.pacing.BuildPacer`]): it runs
+            on the trainer's own thread, not a thread of its own, only inside [`IndexRefresher.maybe_swap`] /
+            [`IndexRefresher.on_step`], alone on the cores, for `time_share` × the trainer's time since the previous
+            call (0.1: 10 % of the trainer's time while a build
             is in flight, whatever the cores; builds take 1 / `time_share` times their CPU time).
 
     Attributes:
@@ -409,23 +411,22 @@ class IndexRefresher:
                 self.trainer_threads,
             )
         if self.mode == "thread":
-            build.pacer = BuildPacer(self.time_share) if self.time_share is not None else None
 
             def target() -> None:
                 try:
-                    if build.pacer is not None:
-                        build.pacer.attach()  # waits for the trainer's first slice
                     run_build_job(job, state_dict=build.state_dict)
                 except BuildCancelled:
                     build.error = BuildCancelled("cancelled by close()")
                 except BaseException as err:  # reported by _poll, never raised into the trainer
                     build.error = err
                     logger.debug("Index builder traceback:\n%s", traceback.format_exc())
-                finally:
-                    if build.pacer is not None:
-                        build.pacer.detach()
 
-            build.worker = threading.Thread(target=target, name=f"index-builder-{build.step}", daemon=True)
+            if self.time_share is not None:  # runs on this thread, inside _lend (see index.pacing)
+                build.pacer = build.worker = BuildPacer(self.time_share)
+                build.pacer.start(target)
+            else:
+                build.worker = threading.Thread(target=target, name=f"index-builder-{build.step}", daemon=True)
+                build.worker.start()
         else:
             job_path = os.path.join(self.root, "snapshots", f"job-{build.step}.json")
             write_json_atomic(job_path, job)
@@ -436,7 +437,7 @@ class IndexRefresher:
                 daemon=True,
                 name=f"index-builder-{build.step}",
             )
-        build.worker.start()
+            build.worker.start()
         self._running = build
         logger.info("Started index build (%s) for snapshot step %d", self.mode, build.step)
 
@@ -658,7 +659,7 @@ class IndexRefresher:
         """A paced build runs here, in the trainer's time (see `time_share`)."""
         build = self._running
         if build is not None and build.pacer is not None:
-            build.pacer.lend(build.worker, unlimited=unlimited)
+            build.pacer.lend(unlimited=unlimited)
 
     def wait(self, timeout: float | None = None) -> bool:
         r"""
