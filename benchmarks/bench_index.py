@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import platform
+import re
 import statistics
 import tempfile
 import time
@@ -129,9 +130,14 @@ def goals_met(row: dict) -> list[str]:
     return met
 
 
-def sweep_settings(search_params: dict[str, Any], nlist: int) -> list[list[dict[str, Any]]]:
-    """Settings to try, as runs whose last parameter ascends (a run may stop early once recall saturates)."""
-    names = [name for name in SWEEP if name in search_params]
+def sweep_settings(search_params: dict[str, Any], nlist: int, index_type: str) -> list[list[dict[str, Any]]]:
+    """Settings to try, as runs whose last parameter ascends (a run may stop early once recall saturates). `rerank`
+    is swept on every type with lossy codes and no refinement codes of its own (PQ, SQ8 / SQ4, the preset), whether
+    it is on by default or not."""
+    refined = "RFlat" in index_type or "Refine" in index_type
+    lossy = index_type == "compressed" or "PQ" in index_type or re.search(r"SQ[0-8]\b", index_type) is not None
+    lossy = lossy and not refined
+    names = [name for name in SWEEP if name in search_params or (name == "rerank" and lossy)]
     if not names:
         return []
     values = {name: [v for v in SWEEP[name] if name != "nprobe" or v <= nlist] for name in names}
@@ -190,7 +196,7 @@ def compare_types(blocks, embeddings: np.ndarray, queries: torch.Tensor, label: 
                   "bytes_per_block": index_bytes(index) / len(embeddings)}
         default = index.search_params
         rows.append({**common, "default": True, **measure(index)})
-        for run in sweep_settings(default, nlist):
+        for run in sweep_settings(default, nlist, index_type):
             previous = None
             for settings in run:
                 index.set_search_params(**settings)
