@@ -17,10 +17,10 @@ Writes benchmarks/results/<output-name>.json, .md and _recall_qps.png. Parts:
 (b) index types, each built once and then searched at a sweep of search-time parameters
     (`RealmIndex.set_search_params`: HNSW `efSearch`, IVF `nprobe`, refine `k_factor`, `rerank`): build time, bytes
     per block (serialized faiss index, ids included; `rerank` also reads that many stored embeddings per query from
-    embeddings.npy, which every index directory holds), queries/s at k=5 and k=100, recall@5 / @100 vs exact search. On the real
-    NQ-dev question embeddings over the real block embeddings, and on `--synthetic-size` clustered 128-d vectors
-    (REALM's embedding size; the scale where approximate search matters). Every operating point is a row, marked
-    with the goals it meets (`GOALS`);
+    embeddings.npy, which every index directory holds), queries/s at k=5 and k=100, recall@5 / @100 vs exact
+    search. On the real NQ-dev question embeddings over the real block embeddings, and on `--synthetic-size`
+    clustered 128-d vectors (REALM's embedding size; the scale where approximate search matters). Every operating
+    point is a row, marked with the goals it meets (`GOALS`);
 (c) exact search: faiss Flat and torch exact (batched) vs the old transformers-REALM way, one fp32
     `einsum` + `topk` over the whole block matrix per question.
 (d) refresh overhead and staleness are measured by the pre-training run itself (see README).

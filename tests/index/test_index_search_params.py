@@ -42,7 +42,7 @@ def _recall_curve(clustered_vectors, index_type: str, name: str, values: list, *
         ("IVF64,Flat", "nprobe", [1, 4, 64], {}),
         # 0.18 / 0.64 / 1.0: re-scoring K * 16 of 4000 candidates exactly recovers the exact top-K
         ("IVF64,PQ8x4,RFlat", "k_factor", [1, 4, 16], {"nprobe": 64}),
-        # the same codes, re-scoring candidates with the stored embeddings instead of refinement codes: 0.18 / 0.64 / 1.0
+        # the same codes, candidates re-scored with the stored embeddings instead of refinement codes: 0.18 / 0.64 / 1.0
         ("IVF64,PQ8x4", "rerank", [0, 40, 160], {"nprobe": 64}),
     ],
 )

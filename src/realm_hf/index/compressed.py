@@ -34,7 +34,7 @@ COMPRESSED = "compressed"
 CODE_BYTES = 52  # PQ codes per block; + 8 bytes of id + ~3 of centroids and codebooks: <= 64 B/block from ~200k blocks
 LIST_SIZE = 256  # blocks per inverted list: nlist = N / 256 (3906 lists at 1M)
 DEFAULT_NPROBE = 8
-DEFAULT_RERANK = 100  # candidates per query re-scored exactly from the stored embeddings (RealmIndex.approximate_search)
+DEFAULT_RERANK = 100  # candidates per query re-scored with the stored embeddings (RealmIndex.approximate_search)
 MIN_BLOCKS = 256  # each 8-bit PQ codebook has 256 entries to train
 
 

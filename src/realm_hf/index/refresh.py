@@ -683,7 +683,7 @@ class IndexRefresher:
             self._running.worker.join(timeout=0.1 if remaining is None else min(remaining, 0.1))
 
     def close(self, wait: bool = False) -> None:
-        """Stop: wait for the builds (`wait=True`) or stop a running builder (a process is terminated, a paced thread
+        """Stop: wait for the builds (`wait=True`) or stop a running builder (a process is terminated, a paced build
         cancelled) and drop the pending one."""
         if wait:
             self.wait()

@@ -86,9 +86,9 @@ class PretrainingArguments:
     refresh_mode: str | None = field(
         default=None,
         metadata={
-            "help": "Index builder: 'process' (a spawned process), 'thread', or 'paced' (a thread that runs only "
-            "between steps, alone on the cores, for refresh_time_share of the trainer's time). Default: paced when "
-            "the builder is on the CPU, process on a GPU."
+            "help": "Index builder: 'process' (a spawned process), 'thread', or 'paced' (runs on the trainer's thread "
+            "only between steps, alone on the cores, for refresh_time_share of the trainer's time). Default: paced "
+            "when the builder is on the CPU, process on a GPU."
         },
     )
     refresh_device: str | None = field(

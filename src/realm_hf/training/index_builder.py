@@ -69,9 +69,8 @@ def build_index_from_snapshot(
 
 DEFAULT_TIME_SHARE = 0.1
 """The paced builder's share of the trainer's time (`refresh_mode="paced"`, the default on the CPU). Measured on 2
-cores (benchmarks/results/refresh-paced*.md): 0.1 -> the trainer +17 %, an index 109 steps stale; 0.15 -> +27 %, 73
-steps stale; 0.08 -> +18 % on a noisy machine, no build done in 120 steps (the builder's share itself, plus 7-10 points
-that the trainer loses while a paced build is in flight: two OpenMP teams spin-waiting, see index.pacing)."""
+cores with MiniLM and 2,346 blocks (benchmarks/results/refresh-paced-0.1*.md, refresh-paced-0.15.md): 0.1 -> the
+trainer +10 %, no build done in 120 steps (a build needs ~270 s of training); 0.15 -> +11 %, an index 78 steps stale."""
 
 
 @dataclass(frozen=True)
