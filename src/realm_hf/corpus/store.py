@@ -35,6 +35,8 @@ class BlockStore:
         self._sorter = None if increasing else np.argsort(self.block_ids, kind="stable")
         if not increasing and len(np.unique(self.block_ids)) != len(self.block_ids):
             raise ValueError("blocks have duplicate block_id values; block ids must be unique.")
+        # ids 0..N-1 in order (a corpus that was never edited): an id is its row, no search needed
+        self._ids_are_rows = increasing and (len(self.block_ids) == 0 or self.block_ids[-1] == len(self.block_ids) - 1)
 
     def __len__(self) -> int:
         return len(self.block_ids)
@@ -52,9 +54,13 @@ class BlockStore:
             if len(flat):
                 raise KeyError(f"Block ids not in the index (it is empty): {flat[:10].tolist()}")
             return ids
-        positions = np.clip(np.searchsorted(self.block_ids, flat, sorter=self._sorter), 0, len(self.block_ids) - 1)
-        rows = positions if self._sorter is None else self._sorter[positions]
-        missing = flat[self.block_ids[rows] != flat]
+        if self._ids_are_rows:
+            rows = flat
+            missing = flat[(flat < 0) | (flat >= len(self.block_ids))]
+        else:
+            positions = np.clip(np.searchsorted(self.block_ids, flat, sorter=self._sorter), 0, len(self.block_ids) - 1)
+            rows = positions if self._sorter is None else self._sorter[positions]
+            missing = flat[self.block_ids[rows] != flat]
         if len(missing):
             more = " ..." if len(missing) > 10 else ""
             raise KeyError(f"Block ids not in the index: {missing[:10].tolist()}{more}")

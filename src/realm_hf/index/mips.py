@@ -457,11 +457,9 @@ class RealmIndex:
         none), sorted descending: scores `[B, C]` (-inf where no candidate), ids `[B, C]`."""
         ids = ids.cpu()
         found = ids >= 0  # [B, C]
-        query_of = torch.nonzero(found)[:, 0]  # [V] the query row of each candidate
-        vectors = self.get_embeddings(ids[found])  # [V, D]
-        exact = (queries.cpu()[query_of] * vectors).sum(dim=-1)  # [V]
-        scores = torch.full(ids.shape, float("-inf")).masked_scatter(found, exact)  # [B, C]
-        scores, order = scores.sort(dim=1, descending=True)
+        vectors = self.get_embeddings(ids.where(found, int(self.block_ids[0])))  # [B, C, D] (a stand-in where none)
+        scores = torch.bmm(vectors, queries.cpu()[:, :, None])[..., 0]  # [B, C]
+        scores, order = scores.masked_fill(~found, float("-inf")).sort(dim=1, descending=True)
         return scores, ids.gather(1, order)
 
     def _exact(self) -> TorchExactBackend:
