@@ -39,12 +39,19 @@ DEMO_QUESTIONS = [
 ]
 
 
+SENTENCE_EMBEDDING_SCALE = 20.0
+"""`p(z | x) = softmax(20 · cos)`: the scale all-MiniLM-L6-v2 was trained with (sentence-transformers'
+`MultipleNegativesRankingLoss`). With 1, `p(z | x)` over a top-5 is nearly uniform (0.18–0.23): the demo's reader
+weighed every retrieved block alike and its retriever got almost no training signal."""
+
+
 def load_retriever(name_or_path: str) -> tuple[RealmRetriever, object]:
     """A retriever and its tokenizer from a RealmRetriever / RealmForOpenQA directory, a pre-training output
     directory (its `retriever/`), or any BERT ('minilm').
 
     A plain BERT (such as the packaged all-MiniLM-L6-v2) is used as a sentence embedder: mean pooling, no
-    projection, normalized, the geometry it was trained with; REALM training then learns its own.
+    projection, normalized, relevance = 20 · cosine ([`SENTENCE_EMBEDDING_SCALE`]), the geometry and the softmax
+    it was trained with; REALM training then learns its own.
     """
     path = resolve_bert_path(name_or_path)
     model_type = _model_type(path)
@@ -57,7 +64,10 @@ def load_retriever(name_or_path: str) -> tuple[RealmRetriever, object]:
     elif model_type == "realm_open_qa":
         retriever = RealmForOpenQA.from_pretrained(path).retriever
     else:
-        retriever = RealmRetriever.from_bert(path, projection_size=None, pooling="mean", normalize_embeddings=True)
+        retriever = RealmRetriever.from_bert(
+            path, projection_size=None, pooling="mean", normalize_embeddings=True,
+            similarity_scale=SENTENCE_EMBEDDING_SCALE,
+        )
     tokenizer_path = path if os.path.isfile(os.path.join(path, "tokenizer.json")) or os.path.isfile(
         os.path.join(path, "vocab.txt")
     ) else resolve_bert_path("minilm")

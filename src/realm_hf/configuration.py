@@ -7,6 +7,7 @@ encoders are plain `BertModel`s) and adds the REALM-specific settings; invalid v
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from huggingface_hub.dataclasses import strict
@@ -57,6 +58,12 @@ class RealmRetrieverConfig(PreTrainedConfig):
             trained).
         normalize_embeddings (`bool`, *optional*, defaults to `False`):
             Whether embeddings are L2-normalized (inner product becomes cosine similarity).
+        similarity_scale (`float`, *optional*, defaults to 1.0):
+            The relevance score is `similarity_scale · Embed_input(x)ᵀ Embed_doc(z)`. With normalized embeddings
+            the inner products are cosines in [-1, 1], so `p(z | x)` over a handful of retrieved blocks is nearly
+            uniform (0.18–0.23 over a top-5) and the retriever can neither say which block to trust nor learn to:
+            set the scale the model was trained with, e.g. 20 for all-MiniLM-L6-v2 (sentence-transformers'
+            `MultipleNegativesRankingLoss`). Search is unchanged (a positive scale keeps the ranking).
         query_max_length (`int`, *optional*, defaults to 96):
             Maximum number of wordpieces of a query `[CLS] x [SEP]`.
         block_max_length (`int`, *optional*, defaults to 288):
@@ -100,6 +107,7 @@ class RealmRetrieverConfig(PreTrainedConfig):
     projection_layer_norm: bool = True
     pooling: Literal["cls", "pooler", "mean"] = "cls"
     normalize_embeddings: bool = False
+    similarity_scale: float = 1.0
     query_max_length: int = 96
     block_max_length: int = 288
     null_document_score: Literal["learned", "embedding"] = "learned"
@@ -114,6 +122,14 @@ class RealmRetrieverConfig(PreTrainedConfig):
             raise ValueError(
                 f"`null_document_score` must be 'learned' (a learned prior logit for the null document) or "
                 f"'embedding' (embed the empty block like any document), got {self.null_document_score!r}."
+            )
+        if isinstance(self.similarity_scale, bool) or not (
+            isinstance(self.similarity_scale, (int, float)) and math.isfinite(self.similarity_scale)
+            and self.similarity_scale > 0
+        ):
+            raise ValueError(
+                f"`similarity_scale` must be a finite number > 0 (e.g. 20 for normalized embeddings), got "
+                f"{self.similarity_scale!r}."
             )
         _check_positive("query_max_length", self.query_max_length)
         _check_positive("block_max_length", self.block_max_length)

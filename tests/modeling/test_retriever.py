@@ -93,3 +93,33 @@ def test_from_bert_packaged_minilm_matches_sentence_embeddings():
         docs = retriever.embed_documents(**batch)
     torch.testing.assert_close(ours, expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(docs, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_similarity_scale_multiplies_the_relevance_scores_and_survives_save_load(tiny_bert, tmp_path):
+    """Cosines of normalized embeddings lie in [-1, 1]: `similarity_scale` turns them into logits, the same weights."""
+    plain = make(tiny_bert, normalize_embeddings=True)
+    scaled = make(tiny_bert, normalize_embeddings=True, similarity_scale=20.0)
+    scaled.load_state_dict(plain.state_dict())
+    query, candidates = inputs()
+    cosines = plain(query_input_ids=query, candidate_input_ids=candidates).relevance_scores  # [B, K]
+    assert cosines.abs().max() <= 1.0 + 1e-5
+    logits = scaled(query_input_ids=query, candidate_input_ids=candidates).relevance_scores
+    torch.testing.assert_close(logits, 20.0 * cosines)
+    # the embeddings (what the index stores and searches with) are unchanged: only p(z | x) sharpens
+    torch.testing.assert_close(scaled.embed_queries(query), plain.embed_queries(query))
+    scaled.save_pretrained(tmp_path)
+    assert RealmRetriever.from_pretrained(tmp_path).config.similarity_scale == 20.0
+
+
+@pytest.mark.parametrize("scale", [0, -1.0, float("nan"), float("inf"), True, "20"])
+def test_bad_similarity_scale_is_refused_naming_the_value(tiny_bert, scale):
+    with pytest.raises(Exception, match="similarity_scale"):
+        make(tiny_bert, similarity_scale=scale)
+
+
+def test_packaged_minilm_as_retriever_scores_with_its_training_scale():
+    """`load_retriever("minilm")` (the demo, `realm-hf search`): p(z | x) = softmax(20 · cos), as MiniLM was trained."""
+    from realm_hf.commands import SENTENCE_EMBEDDING_SCALE, load_retriever
+
+    retriever, _ = load_retriever("minilm")
+    assert retriever.config.normalize_embeddings and retriever.config.similarity_scale == SENTENCE_EMBEDDING_SCALE == 20

@@ -73,7 +73,8 @@ class RealmRetriever(RealmPreTrainedModel):
     when `config.share_towers`), each a BERT followed by a projection to `config.projection_size` dimensions.
 
     Queries are `[CLS] x [SEP]`; documents are `[CLS] title [SEP] body [SEP]` (token types 0 / 1). The relevance
-    score is the inner product of the two embeddings; `p(z | x)` is its softmax over the candidates. With
+    score is the inner product of the two embeddings (times `config.similarity_scale`); `p(z | x)` is its softmax
+    over the candidates. With
     `config.null_document_score="learned"` the null document ∅ (when `forward` is told its position) is scored by a
     learned prior logit `null_document_logit` instead, so that `p(∅ | x) = e^b / (K-1 + e^b)`.
 
@@ -249,6 +250,8 @@ class RealmRetriever(RealmPreTrainedModel):
         # (p(z | x) off by a factor 1.5); the towers themselves may run in low precision
         with torch.autocast(device_type=query_embeds.device.type, enabled=False):
             relevance_scores = torch.einsum("bd,bkd->bk", query_embeds.float(), candidate_embeds.float())  # [B, K]
+        if self.config.similarity_scale != 1.0:
+            relevance_scores = relevance_scores * self.config.similarity_scale  # cosines in [-1, 1] -> logits
         if null_candidate_index is not None and self.config.null_document_score == "learned":
             relevance_scores = self._with_null_document_prior(relevance_scores, null_candidate_index)
         return RealmRetrieverOutput(
