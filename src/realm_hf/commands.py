@@ -23,7 +23,7 @@ from .demo_defaults import (
     DEMO_READER_WARMUP_STEPS, DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
-from .initial_weights import resolve_bert_path
+from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
 from .modeling import RealmForOpenQA, RealmRetriever
 from .validation import (
     UsageError, check_corpus, check_index_dir, check_index_type, check_model, check_positive, check_texts,
@@ -39,19 +39,13 @@ DEMO_QUESTIONS = [
 ]
 
 
-SENTENCE_EMBEDDING_SCALE = 20.0
-"""`p(z | x) = softmax(20 · cos)`: the scale all-MiniLM-L6-v2 was trained with (sentence-transformers'
-`MultipleNegativesRankingLoss`). With 1, `p(z | x)` over a top-5 is nearly uniform (0.18–0.23): the demo's reader
-weighed every retrieved block alike and its retriever got almost no training signal."""
-
-
 def load_retriever(name_or_path: str) -> tuple[RealmRetriever, object]:
     """A retriever and its tokenizer from a RealmRetriever / RealmForOpenQA directory, a pre-training output
     directory (its `retriever/`), or any BERT ('minilm').
 
     A plain BERT (such as the packaged all-MiniLM-L6-v2) is used as a sentence embedder: mean pooling, no
-    projection, normalized, relevance = 20 · cosine ([`SENTENCE_EMBEDDING_SCALE`]), the geometry and the softmax
-    it was trained with; REALM training then learns its own.
+    projection, normalized, relevance = 20 · cosine (`initial_weights.SENTENCE_EMBEDDING_SCALE`): the geometry and
+    the softmax it was trained with; REALM training then learns its own.
     """
     path = resolve_bert_path(name_or_path)
     model_type = _model_type(path)

