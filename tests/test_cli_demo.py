@@ -14,6 +14,7 @@ import logging
 import os
 
 import pytest
+import torch
 from openqa_helpers import load_tokenizer
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
@@ -92,6 +93,21 @@ def test_rerun_reuses_the_finished_stages(demo_run, caplog):
     assert weights.stat().st_mtime_ns == before
     assert "Q: what is a river" in stdout and "   source: " in stdout
     assert "data reused, pretrain reused, finetune reused" in stdout
+
+
+def test_demo_fine_tunes_the_reader_alone_unless_asked_to_train_the_retriever(demo_run):
+    """With ~1,000 training questions the fine-tuned query tower learned answer types (river articles for 'which river
+    flows through cairo'): the demo keeps the pre-trained retriever (`--train-retriever` trains it)."""
+    from realm_hf import RealmForOpenQA, RealmRetriever
+
+    output = demo_run["output"]
+    assert json.loads((output / "demo_settings.json").read_text())["train_retriever"] is False
+    pretrained = RealmRetriever.from_pretrained(output / "pretrain" / "final" / "retriever").query_embedder
+    fine_tuned = RealmForOpenQA.from_pretrained(output / "openqa" / "final").retriever.query_embedder
+    for (name, before), (_, after) in zip(pretrained.state_dict().items(), fine_tuned.state_dict().items()):
+        assert torch.equal(before, after), name
+    status, _, stderr = run_cli(["demo", "--output", str(output), *TINY_DEMO, "--train-retriever"])
+    assert status == 2 and "--train-retriever False (asked: True)" in stderr
 
 
 def test_rerun_with_other_settings_is_refused(demo_run):

@@ -63,6 +63,12 @@ def _add_demo(subparsers) -> None:
     )
     parser.add_argument("--finetune-steps", type=int, default=DEMO_FINETUNE_STEPS, help="Open-QA fine-tuning steps after the warm-up (default: %(default)s).")
     parser.add_argument(
+        "--train-retriever", action="store_true",
+        help="Fine-tune the query tower too, as REALM's Open-QA does (default: off: with the demo's ~1,000 training "
+        "questions it learns answer types and retrieves worse, e.g. river articles for 'which river flows through "
+        "cairo').",
+    )
+    parser.add_argument(
         "--train-qa", default="auto",
         help="Folder of the shared QA sets to fine-tune on (WebQuestions train, NQ-open dev; questions answerable from "
         "the corpus, the demo questions and their answers left out); 'auto': ../shared/data/qa when it exists; "
@@ -252,6 +258,7 @@ def _demo(args: argparse.Namespace) -> int:
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
         reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
+        train_retriever=args.train_retriever,
     )
     return run_demo(args.output, questions=args.question, settings=settings)
 

@@ -112,6 +112,20 @@ def test_gradients_reach_the_query_tower_through_the_relevance_scores(tmp_path, 
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.reader.parameters())
 
 
+def test_a_frozen_retriever_stays_as_loaded_while_the_reader_trains(tmp_path, data):
+    """`freeze_retriever` (the demo's choice with ~1,000 questions): no retriever weight moves, the reader learns."""
+    corpus, qa = data
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, freeze_retriever=True)
+    model = trainer.open_qa_model
+    retriever_before = {name: p.detach().clone() for name, p in model.retriever.state_dict().items()}
+    reader_before = {name: p.detach().clone() for name, p in model.reader.state_dict().items()}
+    assert not any(p.requires_grad for p in model.retriever.parameters())
+    trainer.train()
+    for name, value in model.retriever.state_dict().items():
+        assert torch.equal(value, retriever_before[name]), name
+    assert any(not torch.equal(value, reader_before[name]) for name, value in model.reader.state_dict().items())
+
+
 def test_the_reader_warmup_reads_each_question_with_its_best_ranked_evidence_block(tmp_path, data):
     corpus, qa = data
     trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, reader_warmup_steps=2, reader_warmup_depth=6)

@@ -80,6 +80,12 @@ class OpenQaArguments:
                   "with --pooling mean --projection_size 0)."},
     )
     truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+    freeze_retriever: bool = field(
+        default=False,
+        metadata={"help": "Train the reader alone; the retriever stays as loaded. With few training questions the "
+                  "fine-tuned query tower learns the answer type rather than the question (the demo's 'which river "
+                  "flows through cairo' came to retrieve river articles, not Cairo's)."},
+    )
     reader_warmup_steps: int = field(
         default=0,
         metadata={"help": "First N steps train the reader alone on each question's evidence block: the best-ranked "
@@ -255,6 +261,8 @@ class OpenQaTrainer(TrainingLoop):
         if model.retriever.doc_embedder is None and openqa_args.untie_towers:
             model = untie_retriever_towers(model)
         model.retriever.freeze_null_document_prior()  # Open-QA retrieves no null document
+        if openqa_args.freeze_retriever:
+            model.retriever.requires_grad_(False)
         model.retriever.config.length_buckets = model.reader.config.length_buckets = model_args.length_buckets
         if model.retriever.doc_embedder is not None:
             model.retriever.doc_embedder.requires_grad_(False)  # the index's embeddings came from it
