@@ -15,7 +15,8 @@ DEMO_READER_WARMUP_STEPS = 0
 `--reader-warmup-steps`. Off: 150 of them answered 2/4 and 7/20 (without: 2/4, 8/20), for 50 % more fine-tuning time."""
 DEMO_FINETUNE_STEPS = 240
 """Open-QA fine-tuning steps after the reader warm-up (batch 4, top-5 blocks: about one pass over the ~1,000 training
-questions), `--finetune-steps`. 400 answered no more (2/4, 9/20 against 2/4, 11/20), for 2.5 more minutes."""
+questions), `--finetune-steps`. With the query tower trained too, 400 answered no more (2/4, 9/20 against 2/4,
+11/20), for 2.5 more minutes."""
 DEMO_FOCUS_ARTICLES = 50
 """Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
 DEMO_TRAIN_QUESTIONS = 2000
