@@ -93,6 +93,26 @@ def test_sentences_are_packed_greedily_and_long_ones_cut(tokenizer):
     assert long_blocks[0]["text"] == "one two three four five one two three four five one two three"
 
 
+def test_a_sentence_longer_than_the_model_maximum_is_cut_without_a_transformers_warning(tmp_path):
+    """Cutting long sentences across blocks is the point here: transformers' "Token indices sequence length is longer
+    than the specified maximum" warning (printed in the middle of every real-corpus run) must not appear."""
+    import io
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *WORDS]) + "\n")
+    tokenizer = BertTokenizerFast(vocab=str(vocab), model_max_length=32)
+    captured = io.StringIO()
+    handler = logging.StreamHandler(captured)
+    transformers_logger = logging.getLogger("transformers")
+    transformers_logger.addHandler(handler)
+    try:
+        blocks = split_into_blocks([{"id": "long", "title": "cat", "text": "the cat sat " * 40}], tokenizer, max_length=16)
+    finally:
+        transformers_logger.removeHandler(handler)
+    assert len(blocks) == -(-120 // 12)  # 120 wordpieces in bodies of 16 - 3 - 1 (title) = 12
+    assert "longer than the specified maximum" not in captured.getvalue()
+
+
 def test_a_word_longer_than_the_budget_is_cut_inside(tokenizer):
     article = {"id": "w", "title": "", "text": "Big " + "cat" + "s" * 20 + " dog."}
     blocks = split_into_blocks([article], tokenizer, max_length=12)

@@ -126,6 +126,14 @@ def test_a_frozen_retriever_stays_as_loaded_while_the_reader_trains(tmp_path, da
     assert any(not torch.equal(value, reader_before[name]) for name, value in model.reader.state_dict().items())
 
 
+def test_a_retriever_built_for_fine_tuning_takes_the_similarity_scale(tmp_path, data):
+    """`--similarity_scale 20 --normalize_embeddings` (examples/configs/openqa-cpu-nq.yaml): p(z|x) = softmax(20 cos)."""
+    corpus, qa = data
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=1, normalize_embeddings=True, similarity_scale=20.0)
+    retriever = trainer.open_qa_model.retriever
+    assert retriever.config.normalize_embeddings and retriever.config.similarity_scale == 20.0
+
+
 def test_the_reader_warmup_reads_each_question_with_its_best_ranked_evidence_block(tmp_path, data):
     corpus, qa = data
     trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, reader_warmup_steps=2, reader_warmup_depth=6)

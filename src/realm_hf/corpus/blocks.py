@@ -96,14 +96,18 @@ def _split_batch(batch: dict[str, list], tokenizer: Any, max_length: int, max_ti
     """`datasets.map` function: a batch of articles in, a (differently sized) batch of blocks out."""
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     titles = [title or "" for title in batch["title"]]
-    title_ids = tokenizer(titles, add_special_tokens=False)["input_ids"]
+    # verbose=False: a sentence longer than the model's maximum is expected here (it is cut across blocks below), and
+    # transformers would otherwise warn "Token indices sequence length is longer than ..." on it
+    title_ids = tokenizer(titles, add_special_tokens=False, verbose=False)["input_ids"]
     sentences, owners, paragraphs = [], [], []
     for article, text in enumerate(batch["text"]):
         for paragraph, sentence in split_sentences(text or ""):
             sentences.append(sentence)
             owners.append(article)
             paragraphs.append(paragraph)
-    encoded = tokenizer(sentences, add_special_tokens=False, return_offsets_mapping=True) if sentences else None
+    encoded = (
+        tokenizer(sentences, add_special_tokens=False, return_offsets_mapping=True, verbose=False) if sentences else None
+    )
 
     out: dict[str, list] = {name: [] for name in BLOCK_FEATURES}
     next_sentence = 0

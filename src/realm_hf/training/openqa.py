@@ -79,6 +79,12 @@ class OpenQaArguments:
         metadata={"help": "L2-normalize embeddings of a retriever built from a plain BERT (all-MiniLM's geometry: "
                   "with --pooling mean --projection_size 0)."},
     )
+    similarity_scale: float = field(
+        default=1.0,
+        metadata={"help": "Relevance = this scale x inner product, for a retriever built from a plain BERT (20 for "
+                  "all-MiniLM-L6-v2 with --normalize_embeddings: its training softmax; with 1 the cosines make "
+                  "p(z|x) over the top-k nearly uniform). A saved REALM retriever keeps its own."},
+    )
     truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
     freeze_retriever: bool = field(
         default=False,
@@ -117,14 +123,17 @@ def _reader_from_encoder(encoder: RealmKnowledgeEncoder, max_length: int) -> Rea
     return reader
 
 
-def _load_retriever(path: str, model_args: ModelArguments, corpus_args: CorpusArguments, normalize: bool) -> RealmRetriever:
+def _load_retriever(
+    path: str, model_args: ModelArguments, corpus_args: CorpusArguments, openqa_args: OpenQaArguments
+) -> RealmRetriever:
     if _is_realm_dir(path, "realm_retriever"):
         return RealmRetriever.from_pretrained(path)
     if _is_realm_dir(path, "realm_open_qa"):
         return RealmForOpenQA.from_pretrained(path).retriever
     return RealmRetriever.from_bert(
         path, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
-        share_towers=model_args.share_towers, normalize_embeddings=normalize,
+        share_towers=model_args.share_towers, normalize_embeddings=openqa_args.normalize_embeddings,
+        similarity_scale=openqa_args.similarity_scale,
         query_max_length=corpus_args.query_max_length, block_max_length=corpus_args.block_length,
     )
 
@@ -157,7 +166,8 @@ def load_open_qa_model(
             retriever_config=RealmRetrieverConfig(
                 bert_config=bert, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
                 share_towers=model_args.share_towers, normalize_embeddings=openqa_args.normalize_embeddings,
-                query_max_length=corpus_args.query_max_length, block_max_length=corpus_args.block_length,
+                similarity_scale=openqa_args.similarity_scale, query_max_length=corpus_args.query_max_length,
+                block_max_length=corpus_args.block_length,
             ).to_dict(),
             reader_config=RealmReaderConfig(
                 bert_config=bert, max_length=corpus_args.joined_max_length, span_hidden_size=64
@@ -177,7 +187,7 @@ def load_open_qa_model(
         )
     else:
         retriever = _load_retriever(
-            source or resolve_bert_path(model_args.retriever), model_args, corpus_args, openqa_args.normalize_embeddings
+            source or resolve_bert_path(model_args.retriever), model_args, corpus_args, openqa_args
         )
         reader = _load_reader(source or resolve_bert_path(model_args.encoder), corpus_args)
     return RealmForOpenQA.from_components(retriever, reader, top_k=openqa_args.top_k)
