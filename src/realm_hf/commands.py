@@ -19,8 +19,8 @@ from transformers import AutoTokenizer
 
 from .corpus import split_into_blocks
 from .demo_defaults import (
-    DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS,
-    DEMO_READER_WARMUP_STEPS, DEMO_TRAIN_QUESTIONS,
+    DEMO_BLOCK_LENGTH, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES,
+    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
@@ -140,7 +140,7 @@ def run_retrieval_demo(
         articles, _ = select_demo_articles(questions, max_articles or DEMO_INDEX_ARTICLES)
         corpus_file = os.path.join(output + "-data", "corpus.jsonl")
         _write_jsonl(corpus_file, articles)
-        index = build_index(corpus_file, "minilm", output, batch_size=batch_size)
+        index = build_index(corpus_file, "minilm", output, block_length=DEMO_BLOCK_LENGTH, batch_size=batch_size)
     retriever, tokenizer = load_retriever("minilm")
     logger.info("Index of %d blocks ready in %.0fs", index.num_blocks, time.time() - began)
     for question in questions:
@@ -203,7 +203,7 @@ class DemoSettings:
         if self.tiny_models:
             return {"block_length": 64, "query_max_length": 32, "joined_max_length": 96, "mixed_precision": "no",
                     "embed_dtype": "float32", "top_k": 3}
-        return {"block_length": 128, "query_max_length": 64, "joined_max_length": 192, "mixed_precision": "bf16",
+        return {"block_length": DEMO_BLOCK_LENGTH, "query_max_length": 64, "joined_max_length": 192, "mixed_precision": "bf16",
                 "embed_dtype": "bfloat16", "top_k": 5}
 
 

@@ -6,6 +6,10 @@ between the two.
 
 DEMO_INDEX_ARTICLES = 1500
 """Articles of the demo's knowledge corpus (the Open-QA index, ~1,900 blocks), `--max-articles`."""
+DEMO_BLOCK_LENGTH = 128
+"""Wordpieces per block of the demo corpus, in the full demo and `--retrieval-only` alike (most embedded lead sections
+are one block). 48 put the evidence sentence of "which river flows through cairo" (Giza's) second instead of 15th
+with MiniLM, but the demo answered worse: 1/4 and 11-12/20 with 240 or 480 fine-tuning steps."""
 DEMO_PRETRAIN_ARTICLES = 200
 """Articles pre-trained on (X = Z, a sample of the demo corpus), `--pretrain-articles`."""
 DEMO_PRETRAIN_STEPS = 10
