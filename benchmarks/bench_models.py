@@ -4,6 +4,10 @@ Command (full run, about 20 minutes on 2 CPU cores; writes benchmarks/results/mo
 
     HF_HUB_OFFLINE=1 nohup .venv/bin/python benchmarks/bench_models.py > benchmarks/results/models.log 2>&1 &
 
+The full run ends with the REALM step on padded batches of real lengths (``--padded-step`` runs only that, about
+3 minutes, and updates the ``real_token_step`` part of models.json): today's fp32 step, bf16 autocast, length
+buckets, and a bare ``BertModel`` over the same padded tensors, in real (non-pad) tokens/s.
+
 Smoke run (about 5 minutes; writes benchmarks/results/models-quick.{json,md}):
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py --quick
@@ -527,7 +531,17 @@ def markdown(result: dict) -> str:
         f"column loops its embedder + reader over the {QA_BATCH} questions (it accepts batch size 1) and leaves out "
         "its in-memory search. Raw timings are in the JSON file next to this one.",
         "",
+        *real_token_section(result),
     ])
+
+
+def real_token_section(result: dict) -> list[str]:
+    """The `real_token_step` part of models.json as Markdown (its own command: `--padded-step` updates it alone)."""
+    if "real_token_step" not in result:
+        return []
+    step = result["real_token_step"]
+    body = padded_markdown(step, step["command"]).split("\n", 1)[1]
+    return ["## The REALM training step in real (non-pad) tokens/s: today's, the new one, bare BERT", body]
 
 
 def main() -> None:
@@ -548,10 +562,15 @@ def main() -> None:
         return
     if args.padded_step:
         command = " ".join(["HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py", *sys.argv[1:]])
-        result = run_padded_step(args.rounds or 3)
+        step = run_padded_step(args.rounds or 3) | {"command": command}
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "models-padded-step.json").write_text(json.dumps(result, indent=2) + "\n")
-        (RESULTS / "models-padded-step.md").write_text(padded_markdown(result, command))
+        (RESULTS / "models-padded-step.json").write_text(json.dumps(step, indent=2) + "\n")
+        (RESULTS / "models-padded-step.md").write_text(padded_markdown(step, command))
+        models_file = RESULTS / "models.json"
+        if models_file.is_file():  # the full run's file carries the latest real-token figures next to its own
+            result = json.loads(models_file.read_text()) | {"real_token_step": step}
+            models_file.write_text(json.dumps(result, indent=2) + "\n")
+            (RESULTS / "models.md").write_text(markdown(result))
         print((RESULTS / "models-padded-step.md").read_text())
         return
 
@@ -585,6 +604,11 @@ def main() -> None:
         "summary": summarize(runs),
         "runs": runs,
     }
+    if not args.quick:  # the REALM step in real tokens/s, today's vs the new one vs bare BERT (issue 13)
+        padded_rounds = settings["rounds"]
+        padded_command = ("HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py --padded-step "
+                          f"--rounds {padded_rounds}")
+        result["real_token_step"] = run_padded_step(padded_rounds) | {"command": padded_command}
     stem = "models-quick" if args.quick else "models"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")

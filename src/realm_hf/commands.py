@@ -203,8 +203,8 @@ class DemoSettings:
         if self.tiny_models:
             return {"block_length": 64, "query_max_length": 32, "joined_max_length": 96, "mixed_precision": "no",
                     "embed_dtype": "float32", "top_k": 3}
-        return {"block_length": DEMO_BLOCK_LENGTH, "query_max_length": 64, "joined_max_length": 192, "mixed_precision": "bf16",
-                "embed_dtype": "bfloat16", "top_k": 5}
+        return {"block_length": DEMO_BLOCK_LENGTH, "query_max_length": 64, "joined_max_length": 192,
+                "mixed_precision": "bf16", "embed_dtype": "bfloat16", "top_k": 5}
 
 
 def _salient_span_available() -> bool:
