@@ -270,6 +270,7 @@ def run_padded_step(rounds: int, warmup: int = 1) -> dict:
         "median_seconds": medians, "median_cpu_seconds": cpu_medians,
         "median_real_tokens_per_second": {name: real_tokens / t for name, t in medians.items()},
         "loss": losses, "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
     }
 
 
@@ -288,8 +289,9 @@ def padded_markdown(result: dict, command: str) -> str:
         "",
         f"Command: `{command}`",
         "",
-        f"Machine: {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, 2 threads; 1-minute load average "
-        f"at the start {r['loadavg_start'][0]:.1f}, at the end {r['loadavg_end'][0]:.1f}. MiniLM-size BERTs (random weights, dropout off so that losses "
+        f"Machine: {r['machine']}, torch {torch.__version__}, 2 threads; 1-minute load average "
+        f"at the start {r['loadavg_start'][0]:.1f}, at the end {r['loadavg_end'][0]:.1f}. MiniLM-size BERTs (random "
+        "weights, dropout off so that losses "
         f"compare), B={PADDED_B} masked sentences × K={K} candidates (the null document first, then blocks of real "
         f"wiki-2015 lengths), L=288: {r['real_tokens']:,} real of {r['padded_tokens']:,} padded tokens "
         f"({r['real_tokens'] / r['padded_tokens']:.0%}). The variants run interleaved in one process on the same "
@@ -536,12 +538,14 @@ def markdown(result: dict) -> str:
 
 
 def real_token_section(result: dict) -> list[str]:
-    """The `real_token_step` part of models.json as Markdown (its own command: `--padded-step` updates it alone)."""
-    if "real_token_step" not in result:
-        return []
-    step = result["real_token_step"]
-    body = padded_markdown(step, step["command"]).split("\n", 1)[1]
-    return ["## The REALM training step in real (non-pad) tokens/s: today's, the new one, bare BERT", body]
+    """The `real_token_step` part of models.json (one entry per machine measured; `--padded-step` adds or replaces
+    this machine's) as Markdown."""
+    lines = []
+    for machine, step in result.get("real_token_step", {}).items():
+        body = padded_markdown(step, step["command"]).split("\n", 1)[1]
+        lines += [f"## The REALM training step in real (non-pad) tokens/s on {machine}: today's, the new one, bare BERT",
+                  body]
+    return lines
 
 
 def main() -> None:
@@ -568,7 +572,8 @@ def main() -> None:
         (RESULTS / "models-padded-step.md").write_text(padded_markdown(step, command))
         models_file = RESULTS / "models.json"
         if models_file.is_file():  # the full run's file carries the latest real-token figures next to its own
-            result = json.loads(models_file.read_text()) | {"real_token_step": step}
+            result = json.loads(models_file.read_text())
+            result["real_token_step"] = result.get("real_token_step", {}) | {step["machine"]: step}
             models_file.write_text(json.dumps(result, indent=2) + "\n")
             (RESULTS / "models.md").write_text(markdown(result))
         print((RESULTS / "models-padded-step.md").read_text())
@@ -608,7 +613,10 @@ def main() -> None:
         padded_rounds = settings["rounds"]
         padded_command = ("HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py --padded-step "
                           f"--rounds {padded_rounds}")
-        result["real_token_step"] = run_padded_step(padded_rounds) | {"command": padded_command}
+        step = run_padded_step(padded_rounds) | {"command": padded_command}
+        earlier = RESULTS / "models.json"  # other machines' real-token figures stay next to this one's
+        measured = json.loads(earlier.read_text()).get("real_token_step", {}) if earlier.is_file() else {}
+        result["real_token_step"] = measured | {step["machine"]: step}
     stem = "models-quick" if args.quick else "models"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
