@@ -227,3 +227,19 @@ def test_demo_corpus_without_bm25s_is_an_even_sample(monkeypatch, caplog):
         selected, focus = commands.select_demo_articles(commands.DEMO_QUESTIONS, 100)
     assert focus == [] and len({a["id"] for a in selected}) == 100
     assert "bm25s is not installed" in caplog.text
+
+
+def test_demo_says_when_it_finds_no_shared_qa_sets(tmp_path, monkeypatch, caplog):
+    """A checkout away from shared/ (e.g. cloned into /tmp) fine-tunes on title probes: a newcomer is told, not left
+    to wonder why the demo answers less than the README says."""
+    from realm_hf.cli import _demo_train_qa
+
+    monkeypatch.chdir(tmp_path)  # no ../shared/data/qa from here
+    with caplog.at_level(logging.WARNING, logger="realm_hf.cli"):
+        assert _demo_train_qa("auto") is None
+    assert "No shared QA sets" in caplog.text and "--train-qa" in caplog.text and str(tmp_path) in caplog.text
+    qa_dir = tmp_path / "qa"
+    qa_dir.mkdir()
+    caplog.clear()
+    assert _demo_train_qa(str(qa_dir)) == str(qa_dir) and not caplog.records
+    assert _demo_train_qa("titles") is None and not caplog.records

@@ -233,6 +233,20 @@ def _auto_path(value: str, option: str, auto: str, off: str, exists: Callable[[s
     return os.path.abspath(value)
 
 
+def _demo_train_qa(value: str) -> str | None:
+    """The demo's `--train-qa` folder; when 'auto' finds no shared QA sets, a warning says what the demo falls back to."""
+    from .demo_data import SHARED_QA_DIR
+
+    train_qa = _auto_path(value, "--train-qa", SHARED_QA_DIR, "titles", os.path.isdir, "the folder of the shared QA sets")
+    if value == "auto" and train_qa is None:  # title probes teach the reader much less: say so
+        logging.getLogger(__name__).warning(
+            "No shared QA sets at %s (from %s): fine-tuning on title probes made from the corpus, which answer far "
+            "fewer questions. Run from a checkout next to shared/, or pass --train-qa <folder of the QA sets>.",
+            SHARED_QA_DIR, os.getcwd(),
+        )
+    return train_qa
+
+
 def _demo(args: argparse.Namespace) -> int:
     """`realm-hf demo`: check the arguments, then the retrieval-only fast path or the full demo."""
     from .commands import DemoSettings, run_demo, run_retrieval_demo
@@ -249,9 +263,9 @@ def _demo(args: argparse.Namespace) -> int:
             top_k=args.top_k, batch_size=args.batch_size,
         )
         return 0
-    from .demo_data import DEMO_QUESTIONS_FILE, SHARED_QA_DIR
+    from .demo_data import DEMO_QUESTIONS_FILE
 
-    train_qa = _auto_path(args.train_qa, "--train-qa", SHARED_QA_DIR, "titles", os.path.isdir, "the folder of the shared QA sets")
+    train_qa = _demo_train_qa(args.train_qa)
     questions_file = _auto_path(args.questions_file, "--questions-file", str(DEMO_QUESTIONS_FILE), "none", os.path.isfile, "a JSONL file")
     settings = DemoSettings(
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import time
 
@@ -19,6 +20,19 @@ from torch import nn
 
 from realm_hf.training.arguments import LoopArguments
 from realm_hf.training.loop import TrainingLoop
+
+
+def two_process_launch(script: str, *script_args: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of the README's `accelerate launch` with 2 gloo CPU processes, on a free port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(port),
+        script, *script_args,
+    ]
+    return command, {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
 
 
 class TinyRegressionLoop(TrainingLoop):

@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from fault_helpers import TinyRegressionLoop, loop_arguments
+from fault_helpers import TinyRegressionLoop, loop_arguments, two_process_launch
 
 
 HELPER = os.path.join(os.path.dirname(__file__), "fault_helpers.py")
@@ -165,26 +165,15 @@ def test_every_checkpoint_keeps_its_index_and_resume_refuses_a_replaced_one(tmp_
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def _launch_two_processes(output, *overrides: str) -> subprocess.CompletedProcess:
     """The README's 2-process command (cpu-tiny under 2 gloo processes), with a tiny corpus and `overrides`."""
-    command = [
-        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(_free_port()),
+    command, env = two_process_launch(
         os.path.join(REPO, "examples", "pretrain.py"),
         "--config", os.path.join(REPO, "examples", "configs", "cpu-tiny.yaml"),
         "--output_dir", str(output), "--max_articles", "8", "--reading_warmup_steps", "2", "--refresh_schedule", "2",
         "--save_steps", "2", "--report_to", "none", *overrides,
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    )
     done = subprocess.run(command, env=env, cwd=output.parent, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-4000:]
     return done

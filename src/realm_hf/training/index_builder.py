@@ -16,6 +16,7 @@ from transformers import AutoTokenizer
 
 from ..index import RealmIndex
 from ..modeling import RealmRetriever
+from .precision import autocast_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def build_index_from_snapshot(
     retriever.to(target)
     blocks = datasets.load_from_disk(blocks_dir)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    autocast = getattr(torch, dtype) if dtype and dtype != "float32" else None
+    autocast = autocast_dtype(dtype)
     used = str(next(retriever.document_embedder.parameters()).device)
     logger.info("Embedding the corpus on %s with %d torch threads", used, torch.get_num_threads())
     index = RealmIndex.build(

@@ -19,13 +19,16 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import torch
-from accelerate import Accelerator
-from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, set_seed
+from accelerate import Accelerator, PartialState
+from accelerate.utils import (
+    DataLoaderConfiguration, DistributedDataParallelKwargs, broadcast_object_list, parse_flag_from_env, set_seed,
+)
 from torch import nn
 from tqdm.auto import tqdm
 
 from ..index.atomic import publish_directory, write_json_atomic
 from .arguments import LoopArguments
+from .precision import resolve_mixed_precision
 
 logger = logging.getLogger(__name__)
 
@@ -309,6 +312,7 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
     """The Accelerator of a training loop; `find_unused_parameters` tells distributed data parallel that some steps
     leave parameters out of the loss (e.g. the retriever during the reading warm-up)."""
     set_seed(args.seed)
+    args.mixed_precision = _agreed_mixed_precision(args.mixed_precision)  # "auto" becomes what this machine runs
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else None
     return Accelerator(
         kwargs_handlers=handlers,
@@ -319,6 +323,18 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
         log_with=None if args.report_to == "none" else args.report_to,
         project_dir=args.output_dir,
     )
+
+
+def _agreed_mixed_precision(mixed_precision: str) -> str:
+    """`mixed_precision` resolved on this machine (see `precision.resolve_mixed_precision`); under "auto" every
+    process takes the main process's choice, so that all ranks train alike."""
+    if mixed_precision != "auto":
+        return resolve_mixed_precision(mixed_precision, "cpu")  # checks the name
+    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))  # as the Accelerator will: CPU ranks stay ranks
+    chosen = [resolve_mixed_precision("auto", state.device.type) if state.is_main_process else None]
+    if state.num_processes > 1:
+        broadcast_object_list(chosen, from_process=0)
+    return chosen[0]
 
 
 TRAINING_ARGS_NAME = "training_args.json"

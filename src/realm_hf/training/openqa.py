@@ -28,6 +28,7 @@ from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, Realm
 from ..modeling.retriever import load_bert_weights
 from .arguments import CorpusArguments, LoopArguments, ModelArguments
 from .loop import TrainingLoop, make_accelerator
+from .precision import autocast_dtype, resolve_embed_dtype
 from .pretrain import TINY_BERT, _as_examples, _is_realm_dir, load_corpus_articles
 
 logger = logging.getLogger(__name__)
@@ -265,6 +266,7 @@ class OpenQaTrainer(TrainingLoop):
         openqa_args: OpenQaArguments,
     ):
         accelerator = make_accelerator(loop_args)
+        corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
         self.corpus_args, self.openqa_args = corpus_args, openqa_args
         self.tokenizer = AutoTokenizer.from_pretrained(_tokenizer_path(openqa_args, model_args))
         model = load_open_qa_model(openqa_args, model_args, corpus_args, len(self.tokenizer))
@@ -368,12 +370,11 @@ class OpenQaTrainer(TrainingLoop):
             articles, self.tokenizer, max_length=min(corpus_args.block_length, retriever.config.block_max_length),
             num_proc=corpus_args.num_proc, cache_dir=corpus_args.cache_dir,
         )
-        dtype = corpus_args.embed_dtype
         logger.info("Building the fixed index over %d blocks of %s", len(blocks), corpus_args.corpus)
         return RealmIndex.build(
             blocks, retriever, tokenizer=self.tokenizer, index_type=corpus_args.index_type,
             batch_size=corpus_args.embed_batch_size, device=self.accelerator.device,
-            dtype=getattr(torch, dtype) if dtype and dtype != "float32" else None,
+            dtype=autocast_dtype(corpus_args.embed_dtype),
         )
 
     # ------------------------------------------------------------------------------------------------- step

@@ -32,6 +32,7 @@ from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .index_builder import build_index_from_snapshot, refresh_resources
 from .loop import TRAINER_STATE, TrainingLoop, complete_checkpoints, decay_parameter_groups, resolve_checkpoint
+from .precision import autocast_dtype, resolve_embed_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +179,7 @@ class RealmPretrainer(TrainingLoop):
             find_unused_parameters=pretraining_args.reading_warmup_steps > 0
             or pretraining_args.retriever_gate_utility is not None,
         )
+        corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
         self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
         # the first step the retriever may learn (after the reading warm-up and retriever_freeze_steps)
         self.scheduled_retriever_start = max(
@@ -346,11 +348,10 @@ class RealmPretrainer(TrainingLoop):
             )
 
     def _build_index_now(self, step: int, index_type: str | None = None) -> RealmIndex:
-        dtype = self.corpus_args.embed_dtype
         return RealmIndex.build(
             self.blocks, self.retriever, tokenizer=self.tokenizer, index_type=index_type or self.corpus_args.index_type,
             batch_size=self.corpus_args.embed_batch_size,
-            dtype=getattr(torch, dtype) if dtype and dtype != "float32" else None, step=step,
+            dtype=autocast_dtype(self.corpus_args.embed_dtype), step=step,
         )
 
     def _doc_tower_snapshot(self) -> dict[str, torch.Tensor]:

@@ -1,0 +1,96 @@
+"""`mixed_precision` / `embed_dtype` "auto": bf16 only where this machine runs it faster, decided by a real probe."""
+
+import json
+import subprocess
+
+import pytest
+import torch
+from fault_helpers import two_process_launch
+from openqa_helpers import ARTICLES, QUESTIONS, write_jsonl
+from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
+
+from realm_hf.training import CorpusArguments, LoopArguments, ModelArguments
+from realm_hf.training.openqa import OpenQaArguments, OpenQaTrainer
+from realm_hf.training.precision import (
+    BF16_MIN_SPEEDUP,
+    autocast_dtype,
+    cpu_bf16_speedup,
+    resolve_embed_dtype,
+    resolve_mixed_precision,
+)
+
+
+def test_the_probe_measures_once_and_leaves_the_random_state_alone():
+    cpu_bf16_speedup.cache_clear()
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    speedup = cpu_bf16_speedup(batch_size=2, length=16, repeats=2)
+    assert torch.equal(torch.rand(3), expected)  # the probe's model init did not consume the caller's generator
+    assert 0.05 < speedup < 20  # a ratio of two timings of the same work, not a time
+    assert cpu_bf16_speedup(batch_size=2, length=16, repeats=2) == speedup  # cached: measured once per process
+
+
+def test_auto_takes_bf16_on_a_cpu_exactly_when_the_probe_finds_it_faster():
+    chosen = resolve_mixed_precision("auto", "cpu")
+    assert chosen == ("bf16" if cpu_bf16_speedup() >= BF16_MIN_SPEEDUP else "no")
+    assert resolve_mixed_precision("auto", "mps") == "no"
+
+
+@pytest.mark.parametrize("value", ["no", "bf16", "fp16"])
+def test_a_named_precision_is_kept(value):
+    assert resolve_mixed_precision(value, "cpu") == value
+
+
+def test_an_unknown_precision_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match=r"mixed_precision='bf32'.*no, bf16, fp16, auto"):
+        resolve_mixed_precision("bf32", "cpu")
+
+
+def test_embed_dtype_auto_follows_training_and_names_map_to_autocast_dtypes():
+    assert [resolve_embed_dtype("auto", p) for p in ("bf16", "fp16", "no")] == ["bfloat16", "float16", "float32"]
+    assert resolve_embed_dtype("float32", "bf16") == "float32"  # a named dtype wins
+    assert autocast_dtype("bfloat16") is torch.bfloat16 and autocast_dtype("float32") is None
+    assert autocast_dtype(None) is None
+    with pytest.raises(ValueError, match="embed_dtype='bfloat17'"):
+        autocast_dtype("bfloat17")
+
+
+def test_a_trainer_given_auto_trains_and_embeds_in_the_probed_precision_and_records_it(tmp_path):
+    corpus = write_jsonl(tmp_path / "articles.jsonl", ARTICLES)
+    qa = write_jsonl(tmp_path / "qa.jsonl", QUESTIONS)
+    loop = LoopArguments(output_dir=str(tmp_path / "run"), max_steps=1, per_device_batch_size=5, save_steps=0,
+                         report_to="none", mixed_precision="auto")
+    corpus_args = CorpusArguments(corpus=corpus, block_length=64, query_max_length=32, joined_max_length=96,
+                                  index_type="torch-exact", embed_dtype="auto", embed_batch_size=8)
+    trainer = OpenQaTrainer(loop, ModelArguments(random_init=True, pooling="mean", projection_size=16),
+                            corpus_args, OpenQaArguments(train_file=qa, top_k=3))
+    expected = resolve_mixed_precision("auto", "cpu")
+    assert trainer.accelerator.mixed_precision == expected
+    assert trainer.corpus_args.embed_dtype == resolve_embed_dtype("auto", expected)
+    trainer.train()
+    saved = json.loads((tmp_path / "run" / "training_args.json").read_text())
+    assert saved["mixed_precision"] == expected  # the run says what it ran, not "auto"
+
+
+AGREE_SCRIPT = """
+import json, logging, sys
+from accelerate import PartialState
+from realm_hf.training.loop import _agreed_mixed_precision
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+chosen = _agreed_mixed_precision("auto")
+print(json.dumps({"rank": PartialState().process_index, "chosen": chosen}), flush=True)
+"""
+
+
+def test_two_processes_take_the_main_process_choice(tmp_path):
+    """Under `accelerate launch` (2 gloo processes) only rank 0 probes, and both ranks train in its choice."""
+    script = tmp_path / "agree.py"
+    script.write_text(AGREE_SCRIPT)
+    command, env = two_process_launch(str(script))
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    assert len({r["chosen"] for r in results}) == 1 and results[0]["chosen"] in ("no", "bf16")
+    assert done.stderr.count("mixed_precision auto:") == 1  # one probe, on the main process
