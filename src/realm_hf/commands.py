@@ -25,7 +25,7 @@ from .demo_defaults import (
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
 from .modeling import RealmForOpenQA, RealmRetriever
-from .training.precision import autocast_dtype
+from .training.precision import autocast_dtype, resolve_embed_dtype, resolve_mixed_precision
 from .validation import (
     UsageError, check_corpus, check_index_dir, check_index_type, check_model, check_positive, check_texts,
 )
@@ -141,7 +141,9 @@ def run_retrieval_demo(
         articles, _ = select_demo_articles(questions, max_articles or DEMO_INDEX_ARTICLES)
         corpus_file = os.path.join(output + "-data", "corpus.jsonl")
         _write_jsonl(corpus_file, articles)
-        index = build_index(corpus_file, "minilm", output, block_length=DEMO_BLOCK_LENGTH, batch_size=batch_size)
+        dtype = resolve_embed_dtype("auto", resolve_mixed_precision("auto", "cpu"))  # as the full demo embeds
+        index = build_index(corpus_file, "minilm", output, block_length=DEMO_BLOCK_LENGTH, batch_size=batch_size,
+                            dtype=dtype)
     retriever, tokenizer = load_retriever("minilm")
     logger.info("Index of %d blocks ready in %.0fs", index.num_blocks, time.time() - began)
     for question in questions:
