@@ -2,8 +2,9 @@
 
 bf16 autocast is not faster on every CPU. On 2 cores of an AMD EPYC the REALM step ran 1.66x faster under bf16
 autocast; on 2 cores of an Intel Xeon with avx512_bf16 but no AMX it ran 0.73x as fast (`bench_models.py
---padded-step`), and neither the CPU flags nor a single matmul told the two apart. `"auto"` therefore measures: a
-MiniLM-size BERT forward and backward, fp32 and bf16 autocast interleaved, about two seconds, once per process.
+--padded-step`). Neither the CPU flags (both have avx512_bf16) nor a single matmul (0.55x to 1.09x on the Xeon from
+run to run) predicts it, so `"auto"` measures: a MiniLM-size BERT forward and backward, fp32 and bf16 autocast
+interleaved, about 3 seconds, once per process (0.67x to 0.93x on the Xeon over 7 runs).
 """
 
 from __future__ import annotations
