@@ -86,11 +86,15 @@ def _load_articles(corpus: str, max_articles: int | None):
 
 def build_index(
     corpus: str, model: str, output: str, index_type: str = "Flat", max_articles: int | None = None,
-    block_length: int = 288, batch_size: int = 64, dtype: str = "bfloat16",
+    block_length: int = 288, batch_size: int = 64, dtype: str = "auto",
 ) -> RealmIndex:
-    """Split a corpus into blocks, embed them with the retriever's document tower, save the index."""
+    """Split a corpus into blocks, embed them with the retriever's document tower, save the index; `dtype` "auto"
+    embeds under bf16 autocast only where it is faster here (see `training.precision`)."""
     articles = _load_articles(corpus, max_articles)  # first: a malformed corpus fails before a model is loaded
     retriever, tokenizer = load_retriever(model)
+    if dtype == "auto":
+        device_type = next(retriever.parameters()).device.type
+        dtype = resolve_embed_dtype("auto", resolve_mixed_precision("auto", device_type))
     blocks = split_into_blocks(articles, tokenizer, max_length=min(block_length, retriever.config.block_max_length))
     index = RealmIndex.build(blocks, retriever, tokenizer=tokenizer, index_type=index_type, batch_size=batch_size,
                              dtype=autocast_dtype(dtype))
@@ -141,9 +145,7 @@ def run_retrieval_demo(
         articles, _ = select_demo_articles(questions, max_articles or DEMO_INDEX_ARTICLES)
         corpus_file = os.path.join(output + "-data", "corpus.jsonl")
         _write_jsonl(corpus_file, articles)
-        dtype = resolve_embed_dtype("auto", resolve_mixed_precision("auto", "cpu"))  # as the full demo embeds
-        index = build_index(corpus_file, "minilm", output, block_length=DEMO_BLOCK_LENGTH, batch_size=batch_size,
-                            dtype=dtype)
+        index = build_index(corpus_file, "minilm", output, block_length=DEMO_BLOCK_LENGTH, batch_size=batch_size)
     retriever, tokenizer = load_retriever("minilm")
     logger.info("Index of %d blocks ready in %.0fs", index.num_blocks, time.time() - began)
     for question in questions:

@@ -94,3 +94,21 @@ def test_two_processes_take_the_main_process_choice(tmp_path):
     assert sorted(r["rank"] for r in results) == [0, 1]
     assert len({r["chosen"] for r in results}) == 1 and results[0]["chosen"] in ("no", "bf16")
     assert done.stderr.count("mixed_precision auto:") == 1  # one probe, on the main process
+
+
+def test_build_index_auto_embeds_in_the_probed_dtype(tmp_path):
+    """`realm-hf build-index` defaults to `--dtype auto`: the same embeddings as naming the probed dtype."""
+    import numpy as np
+
+    from realm_hf.commands import build_index
+
+    corpus = write_jsonl(tmp_path / "articles.jsonl", ARTICLES)
+    probed = resolve_embed_dtype("auto", resolve_mixed_precision("auto", "cpu"))
+    other = "float32" if probed == "bfloat16" else "bfloat16"
+    embeddings = {
+        dtype: np.asarray(build_index(corpus, "minilm", str(tmp_path / dtype), index_type="torch-exact",
+                                      block_length=64, dtype=dtype).embeddings)
+        for dtype in ("auto", probed, other)
+    }
+    assert np.array_equal(embeddings["auto"], embeddings[probed])
+    assert not np.array_equal(embeddings["auto"], embeddings[other])  # the dtype matters, so the test can tell
