@@ -548,6 +548,13 @@ def real_token_section(result: dict) -> list[str]:
     return lines
 
 
+def real_token_steps_with(step: dict) -> dict:
+    """The `real_token_step` figures of models.json, one per machine, with `step` in place of its machine's."""
+    saved = RESULTS / "models.json"
+    measured = json.loads(saved.read_text()).get("real_token_step", {}) if saved.is_file() else {}
+    return measured | {step["machine"]: step}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one round, one repeat per case (smoke run)")
@@ -572,8 +579,7 @@ def main() -> None:
         (RESULTS / "models-padded-step.md").write_text(padded_markdown(step, command))
         models_file = RESULTS / "models.json"
         if models_file.is_file():  # the full run's file carries the latest real-token figures next to its own
-            result = json.loads(models_file.read_text())
-            result["real_token_step"] = result.get("real_token_step", {}) | {step["machine"]: step}
+            result = json.loads(models_file.read_text()) | {"real_token_step": real_token_steps_with(step)}
             models_file.write_text(json.dumps(result, indent=2) + "\n")
             (RESULTS / "models.md").write_text(markdown(result))
         print((RESULTS / "models-padded-step.md").read_text())
@@ -614,9 +620,7 @@ def main() -> None:
         padded_command = ("HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py --padded-step "
                           f"--rounds {padded_rounds}")
         step = run_padded_step(padded_rounds) | {"command": padded_command}
-        earlier = RESULTS / "models.json"  # other machines' real-token figures stay next to this one's
-        measured = json.loads(earlier.read_text()).get("real_token_step", {}) if earlier.is_file() else {}
-        result["real_token_step"] = measured | {step["machine"]: step}
+        result["real_token_step"] = real_token_steps_with(step)
     stem = "models-quick" if args.quick else "models"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")

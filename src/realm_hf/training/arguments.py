@@ -24,7 +24,7 @@ class LoopArguments:
     mixed_precision: str = field(
         default="no",
         metadata={"help": "'no', 'bf16', 'fp16' (Accelerate) or 'auto': bf16 on a GPU that has it, and on a CPU where a "
-                          "2-second probe finds bf16 autocast at least 1.1x faster than fp32; else 'no'."},
+                          "3-second probe finds bf16 autocast at least 1.1x faster than fp32; else 'no'."},
     )
     seed: int = field(default=0, metadata={"help": "Seed of initialization and data order."})
     logging_steps: int = field(default=10, metadata={"help": "Log every N optimizer steps."})
