@@ -1,6 +1,10 @@
 """The synthetic knowledge task of benchmarks/bench_knowledge.py: facts live only in the right document, held-out
 sentences cannot be answered from memorized training sentences, and the tagger masks exactly the fact."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from realm_hf.data.knowledge_task import ATTRIBUTES, KnowledgeValueTagger, make_knowledge_task
@@ -16,6 +20,24 @@ def test_the_task_is_deterministic_and_every_fact_is_in_its_document_only():
         document = task.documents[sentence["entity"]]
         assert sentence["value"] in document["text"].split(" ") or f"{sentence['value']}." in document["text"]
         assert sentence["value"] in ATTRIBUTES[sentence["attribute"]]
+
+
+def test_the_task_is_the_same_in_every_process():
+    """String hashing differs from process to process (PYTHONHASHSEED): nothing may depend on a set's order. (Names
+    once came out of a set in hash order, so the benchmark's start moved from run to run: 0.27-0.36.)"""
+    code = (
+        "import json, sys; from realm_hf.data.knowledge_task import make_knowledge_task; "
+        "t = make_knowledge_task(num_entities=30, seed=0); "
+        "sys.stdout.write(json.dumps([t.documents, t.train_sentences, t.held_out_sentences, t.values]))"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": hash_seed}, capture_output=True,
+            text=True, check=True,
+        ).stdout
+        for hash_seed in ("1", "2", "3")
+    }
+    assert len(outputs) == 1
 
 
 def test_held_out_sentences_ask_unseen_facts_with_unseen_templates():

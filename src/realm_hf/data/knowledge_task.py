@@ -124,7 +124,9 @@ def _names(count: int, rng: np.random.Generator) -> list[str]:
     names: set[str] = set()
     while len(names) < count:
         names.add(f"{word()} {word()}")
-    return sorted(names, key=lambda _: rng.random())
+    # shuffled from their sorted order: a set's own order changes from process to process (string hashing)
+    ordered = sorted(names)
+    return [ordered[i] for i in rng.permutation(len(ordered))]
 
 
 def make_knowledge_task(
