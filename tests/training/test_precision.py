@@ -73,6 +73,21 @@ def test_a_trainer_given_auto_trains_and_embeds_in_the_probed_precision_and_reco
     assert saved["mixed_precision"] == expected  # the run says what it ran, not "auto"
 
 
+def test_a_second_trainer_in_the_same_process_may_take_another_precision(tmp_path):
+    """accelerate keeps one precision per process; a trainer after one in fp32 still trains in bf16 (and back)."""
+    corpus = write_jsonl(tmp_path / "articles.jsonl", ARTICLES)
+    qa = write_jsonl(tmp_path / "qa.jsonl", QUESTIONS)
+    for number, precision in enumerate(("no", "bf16", "no")):
+        loop = LoopArguments(output_dir=str(tmp_path / f"run{number}"), max_steps=1, per_device_batch_size=5,
+                             save_steps=0, report_to="none", mixed_precision=precision)
+        corpus_args = CorpusArguments(corpus=corpus, block_length=64, query_max_length=32, joined_max_length=96,
+                                      index_type="torch-exact", embed_dtype="float32", embed_batch_size=8)
+        trainer = OpenQaTrainer(loop, ModelArguments(random_init=True, pooling="mean", projection_size=16),
+                                corpus_args, OpenQaArguments(train_file=qa, top_k=3))
+        assert trainer.accelerator.mixed_precision == precision
+        assert trainer.train()[-1]["loss"] > 0
+
+
 AGREE_SCRIPT = """
 import json, logging, sys
 from accelerate import PartialState

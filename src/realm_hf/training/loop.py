@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import torch
 from accelerate import Accelerator, PartialState
+from accelerate.state import AcceleratorState
 from accelerate.utils import (
     DataLoaderConfiguration, DistributedDataParallelKwargs, broadcast_object_list, parse_flag_from_env, set_seed,
 )
@@ -313,6 +314,7 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
     leave parameters out of the loss (e.g. the retriever during the reading warm-up)."""
     set_seed(args.seed)
     args.mixed_precision = _agreed_mixed_precision(args.mixed_precision)  # "auto" becomes what this machine runs
+    _release_other_precision(args.mixed_precision)
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else None
     return Accelerator(
         kwargs_handlers=handlers,
@@ -323,6 +325,17 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
         log_with=None if args.report_to == "none" else args.report_to,
         project_dir=args.output_dir,
     )
+
+
+def _release_other_precision(mixed_precision: str) -> None:
+    """Let this trainer set its own precision when a trainer earlier in the same process set another one (pre-training
+    in fp32, then fine-tuning in bf16, in one script): accelerate keeps one precision per process and refuses a change,
+    so its accelerator state starts afresh, as transformers' `TrainingArguments` does; the process group (the partial
+    state) is kept."""
+    previous = AcceleratorState._shared_state.get("_mixed_precision")
+    if previous is not None and previous != mixed_precision:
+        logger.info("mixed_precision %s replaces %s, set by an earlier trainer in this process", mixed_precision, previous)
+        AcceleratorState._reset_state()
 
 
 def _agreed_mixed_precision(mixed_precision: str) -> str:
