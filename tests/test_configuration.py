@@ -25,6 +25,7 @@ def test_defaults_follow_the_paper():
         (RealmKnowledgeEncoderConfig, {"num_candidates": 1}, "num_candidates"),
         (RealmKnowledgeEncoderConfig, {"mask_token_id": 10**6}, "mask_token_id"),
         (RealmReaderConfig, {"max_span_width": 0}, "max_span_width"),
+        (RealmReaderConfig, {"span_normalization": "orqa"}, r"one of \('block', 'global'\), got 'orqa'"),
         (RealmForOpenQAConfig, {"top_k": -1}, "top_k"),
     ],
 )

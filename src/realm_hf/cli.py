@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS,
-    DEMO_TRAIN_QUESTIONS,
+    DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 
 
@@ -67,6 +67,12 @@ def _add_demo(subparsers) -> None:
         help="Fine-tune the query tower too, as REALM's Open-QA does (default: off: with the demo's ~1,000 training "
         "questions it learns answer types and retrieves worse, e.g. river articles for 'which river flows through "
         "cairo').",
+    )
+    parser.add_argument(
+        "--span-normalization", choices=("global", "block"), default=DEMO_SPAN_NORMALIZATION,
+        help="The reader's span probabilities: 'global', one softmax over all spans of the retrieved blocks plus "
+        "their retrieval scores (ORQA), or 'block', a softmax per block weighted by the retriever (the REALM paper) "
+        "(default: %(default)s).",
     )
     parser.add_argument(
         "--train-qa", default="auto",
@@ -273,7 +279,7 @@ def _demo(args: argparse.Namespace) -> int:
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
         reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
-        train_retriever=args.train_retriever,
+        train_retriever=args.train_retriever, span_normalization=args.span_normalization,
     )
     return run_demo(args.output, questions=args.question, settings=settings)
 

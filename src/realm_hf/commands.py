@@ -20,7 +20,7 @@ from transformers import AutoTokenizer
 from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES,
-    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_TRAIN_QUESTIONS,
+    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
@@ -172,6 +172,8 @@ class DemoSettings:
         reader_warmup_steps (`int`): Open-QA reader warm-up steps first (batch 4, each training question read with
             its evidence block only: the best-ranked of its top 20 blocks that holds an answer; 0: none).
         finetune_steps (`int`): Open-QA fine-tuning steps after it (batch 4, top-5 blocks).
+        span_normalization (`str`): The reader's span probabilities, `"global"` (ORQA) or `"block"` (the REALM
+            paper); see `RealmReaderConfig.span_normalization`.
         train_retriever (`bool`): Fine-tune the query tower too, as REALM's Open-QA does; off by default: with
             ~1,000 training questions it learns answer types instead of questions (2/4 and 11/20 right, against
             2/4 and 16/20 with the retriever kept as pre-trained).
@@ -192,6 +194,7 @@ class DemoSettings:
     train_questions: int = DEMO_TRAIN_QUESTIONS
     questions_file: str | None = None
     train_retriever: bool = False
+    span_normalization: str = DEMO_SPAN_NORMALIZATION
 
     def __post_init__(self) -> None:
         smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reader_warmup_steps": 0,
@@ -392,6 +395,7 @@ def finetune_demo_model(
     openqa_args = OpenQaArguments(
         train_file=qa_file, model=pretrained, top_k=shapes["top_k"], truncate_questions=True,
         reader_warmup_steps=settings.reader_warmup_steps, freeze_retriever=not settings.train_retriever,
+        span_normalization=settings.span_normalization,
     )
     return OpenQaTrainer(loop_args, ModelArguments(), corpus_args, openqa_args).train()
 

@@ -198,6 +198,10 @@ class RealmKnowledgeEncoderConfig(PreTrainedConfig):
             )
 
 
+SPAN_NORMALIZATIONS = ("block", "global")
+"""Values of `RealmReaderConfig.span_normalization`."""
+
+
 @strict
 class RealmReaderConfig(PreTrainedConfig):
     r"""
@@ -218,6 +222,12 @@ class RealmReaderConfig(PreTrainedConfig):
             Run BERT over the joined sequences of a batch in this many length buckets, each padded only to its own
             longest row (see [`realm_hf.modeling.common.run_bert`]): the same outputs to float rounding with less
             work on padding. 1 runs them as one padded batch.
+        span_normalization (`str`, *optional*, defaults to `"block"`):
+            How span scores become probabilities. `"block"`: a softmax over the spans of each block, weighted by the
+            retriever's `p(z | x)` (the REALM paper's `p(y | z, x) p(z | x)`). `"global"`: one softmax over every span
+            of every retrieved block of `retrieval score + span score` (ORQA's objective, which REALM's released
+            Open-QA code builds on): a block whose spans all score low loses weight, so `p(z | x)` becomes the
+            softmax of `retrieval score + logsumexp of its span scores`.
     """
 
     model_type = "realm_reader"
@@ -229,9 +239,14 @@ class RealmReaderConfig(PreTrainedConfig):
     max_length: int = 288
     span_layer_norm_eps: float = 1e-3
     length_buckets: int = 1
+    span_normalization: str = "block"
 
     def validate_realm_reader(self):
         """Part of `@strict` validation: REALM-specific values."""
+        if self.span_normalization not in SPAN_NORMALIZATIONS:
+            raise ValueError(
+                f"span_normalization must be one of {SPAN_NORMALIZATIONS}, got {self.span_normalization!r}."
+            )
         _check_positive("span_hidden_size", self.span_hidden_size)
         _check_positive("length_buckets", self.length_buckets)
         _check_positive("max_span_width", self.max_span_width)

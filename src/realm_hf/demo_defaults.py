@@ -26,3 +26,6 @@ DEMO_FOCUS_ARTICLES = 50
 DEMO_TRAIN_QUESTIONS = 2000
 """Open-QA training questions taken from the shared QA sets at most, `--train-questions` (1,009 are answerable from
 the embedded corpus: all of them; 600 with 120 steps answered 2/4, 8/20)."""
+DEMO_SPAN_NORMALIZATION = "global"
+"""How the demo's reader turns span scores into probabilities (`RealmReaderConfig.span_normalization`),
+`--span-normalization`: ORQA's one softmax over all spans of the retrieved blocks; see the README for the runs."""

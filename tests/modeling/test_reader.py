@@ -103,3 +103,38 @@ def test_reader_bad_inputs(reader):
         reader(input_ids=input_ids, token_type_ids=token_type_ids, start_positions=torch.full((B, K, 1), -1))
     with pytest.raises(ValueError, match="relevance_scores"):
         reader(input_ids=input_ids, token_type_ids=token_type_ids, relevance_scores=torch.zeros(B, K + 1))
+
+
+def test_global_normalization_is_one_softmax_over_all_spans_of_all_blocks(tiny_bert, reader):
+    """ORQA's objective: `p(z|x) p(s|z,x)` = softmax over every (block, span) of `retrieval score + span score`."""
+    config = RealmReaderConfig(
+        bert_config=tiny_bert, max_span_width=W, span_hidden_size=8, max_length=64, span_normalization="global"
+    )
+    global_reader = RealmReader(config).eval()
+    global_reader.load_state_dict(reader.state_dict())
+    input_ids, attention_mask, token_type_ids = make_inputs()
+    relevance = torch.randn(B, K)
+    starts = torch.full((B, K, 1), -1)
+    ends = torch.full((B, K, 1), -1)
+    starts[0, 0, 0], ends[0, 0, 0] = 6, 7
+    starts[0, 2, 0], ends[0, 2, 0] = 5, 5
+    inputs = dict(
+        input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, relevance_scores=relevance,
+        start_positions=starts, end_positions=ends,
+    )
+    out, per_block = global_reader(**inputs), reader(**inputs)
+    torch.testing.assert_close(out.span_logits, per_block.span_logits)  # same weights, same span scores
+    valid = out.span_logits > torch.finfo(torch.float32).min / 2  # [B, K, S]
+    scores = (relevance[..., None] + out.span_logits).masked_fill(~valid, float("-inf"))  # [B, K, S]
+    joint = torch.log_softmax(scores.flatten(1), -1).view_as(scores)  # one softmax per question
+    torch.testing.assert_close(out.block_log_probs, torch.logsumexp(joint, -1))
+    torch.testing.assert_close((out.span_log_probs + out.block_log_probs[..., None])[valid], joint[valid])
+    span_index = {(s.item(), e.item()): i for i, (s, e) in enumerate(zip(out.span_starts, out.span_ends))}
+    expected = -torch.logsumexp(torch.stack([joint[0, 0, span_index[(6, 7)]], joint[0, 2, span_index[(5, 5)]]]), 0)
+    torch.testing.assert_close(out.loss, expected)
+    torch.testing.assert_close(out.best_score, joint.flatten(1).max(-1).values)
+    # the paper's per-block normalization weighs the blocks by the retriever alone
+    torch.testing.assert_close(per_block.block_log_probs, torch.log_softmax(relevance, -1))
+    assert not torch.allclose(out.block_log_probs, per_block.block_log_probs, atol=1e-3)
+
+

@@ -126,6 +126,29 @@ def test_a_frozen_retriever_stays_as_loaded_while_the_reader_trains(tmp_path, da
     assert any(not torch.equal(value, reader_before[name]) for name, value in model.reader.state_dict().items())
 
 
+def test_a_globally_normalized_reader_is_saved_so_and_the_pipeline_weighs_blocks_by_it(tmp_path, data):
+    """`span_normalization="global"` reaches the new reader, survives saving, and the Open-QA pipeline's block weights
+    (its documents' scores) are the reader's `p(z|x)`: softmax of relevance + logsumexp of the block's span scores."""
+    from transformers import pipeline
+
+    corpus, qa = data
+    trainer = make_trainer(
+        tmp_path / "run", corpus, qa, max_steps=3, freeze_retriever=True, span_normalization="global"
+    )
+    assert trainer.open_qa_model.config.reader_config.span_normalization == "global"
+    trainer.train()
+    final = tmp_path / "run" / "final"
+    assert RealmForOpenQA.from_pretrained(final).config.reader_config.span_normalization == "global"
+    answer = pipeline("realm-open-qa", model=str(final))
+    outputs = answer.forward(answer.preprocess(QUESTIONS[0]["question"]))
+    block_probs = outputs["block_log_probs"][0].exp()  # [k]
+    assert not torch.allclose(block_probs, torch.softmax(outputs["relevance_scores"][0], -1), atol=1e-3)
+    documents = answer.postprocess(outputs)["documents"]
+    assert sorted(doc["score"] for doc in documents) == pytest.approx(sorted(block_probs.tolist()))
+    plain = make_trainer(tmp_path / "plain", corpus, qa, max_steps=1).open_qa_model
+    assert plain.config.reader_config.span_normalization == "block"
+
+
 def test_a_retriever_built_for_fine_tuning_takes_the_similarity_scale(tmp_path, data):
     """`--similarity_scale 20 --normalize_embeddings` (examples/configs/openqa-cpu-nq.yaml): p(z|x) = softmax(20 cos)."""
     corpus, qa = data

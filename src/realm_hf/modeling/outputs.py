@@ -79,6 +79,9 @@ class RealmReaderOutput(ModelOutput):
             End position (inclusive) of each span in the joined sequence.
         span_log_probs (`torch.FloatTensor` of shape `(batch_size, num_candidates, num_spans)`):
             `log p(s | z, x)`: span scores normalized within each block.
+        block_log_probs (`torch.FloatTensor` of shape `(batch_size, num_candidates)`):
+            `log p(z | x)` the reader weighs each block's spans by: the softmax of the retrieval scores (plus each
+            block's span logsumexp with `span_normalization="global"`).
         answerable (`torch.BoolTensor` of shape `(batch_size,)`, *optional*):
             Whether an answer span occurs in at least one of the question's candidates.
         best_candidate (`torch.LongTensor` of shape `(batch_size,)`):
@@ -96,6 +99,7 @@ class RealmReaderOutput(ModelOutput):
     span_starts: torch.LongTensor | None = None
     span_ends: torch.LongTensor | None = None
     span_log_probs: torch.FloatTensor | None = None
+    block_log_probs: torch.FloatTensor | None = None
     answerable: torch.BoolTensor | None = None
     best_candidate: torch.LongTensor | None = None
     best_start: torch.LongTensor | None = None
@@ -112,7 +116,8 @@ class RealmForOpenQAOutput(RealmReaderOutput):
         relevance_scores (`torch.FloatTensor` of shape `(batch_size, num_candidates)`):
             Relevance of the retrieved blocks under the current query tower.
         retrieval_log_probs (`torch.FloatTensor` of shape `(batch_size, num_candidates)`):
-            `log p(z | x)` over the retrieved blocks.
+            `log p(z | x)` over the retrieved blocks from the retriever alone (the reader's `block_log_probs` are
+            what the answers are weighed by).
         query_embeds (`torch.FloatTensor` of shape `(batch_size, embedding_size)`):
             The question embeddings.
     """

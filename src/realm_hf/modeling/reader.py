@@ -58,6 +58,10 @@ class RealmReader(RealmPreTrainedModel):
     `-log Σ_z p(z | x) Σ_{s ∈ S(z, y)} p(s | z, x)` where `p(s | z, x)` is the softmax of span scores within block
     z. Questions whose answer occurs in no retrieved block contribute no loss. Any batch size works.
 
+    With `config.span_normalization="global"` (ORQA's objective), `p(z | x)` is the softmax of the retrieval score
+    plus the logsumexp of the block's span scores, so that `p(z | x) p(s | z, x)` is one softmax over every span of
+    every retrieved block of `retrieval score + span score`; the reader then also says how well each block answers.
+
     Args:
         config ([`RealmReaderConfig`]): Model configuration.
     """
@@ -97,7 +101,7 @@ class RealmReader(RealmPreTrainedModel):
                 Positions an answer may start or end at. Defaults to the block's tokens: token type 1 and attended,
                 excluding the final `[SEP]`.
             relevance_scores (`torch.FloatTensor` of shape `(batch_size, num_candidates)`, *optional*):
-                Retriever scores; `p(z | x)` is their softmax. Defaults to uniform.
+                Retriever scores; `p(z | x)` is their softmax (see `config.span_normalization`). Defaults to uniform.
             start_positions, end_positions (`torch.LongTensor` of shape `(batch_size, num_candidates, num_answers)`, *optional*):
                 Inclusive gold span positions in each joined sequence, padded with -1.
 
@@ -129,8 +133,11 @@ class RealmReader(RealmPreTrainedModel):
         span_logits = span_logits.masked_fill(~valid, torch.finfo(span_logits.dtype).min)
 
         span_log_probs = torch.log_softmax(span_logits, dim=-1)  # [B, K, S]
-        retrieval_log_probs = torch.log_softmax(relevance_scores.float(), dim=-1)  # [B, K]
-        joint = (span_log_probs + retrieval_log_probs.unsqueeze(-1)).masked_fill(
+        block_logits = relevance_scores.float()  # [B, K]
+        if self.config.span_normalization == "global":  # one softmax over all (z, s) of score(z) + span(z, s)
+            block_logits = block_logits + torch.logsumexp(span_logits, dim=-1)
+        block_log_probs = torch.log_softmax(block_logits, dim=-1)  # [B, K]
+        joint = (span_log_probs + block_log_probs.unsqueeze(-1)).masked_fill(
             ~valid, torch.finfo(span_logits.dtype).min
         )  # [B, K, S]
         best_score, best_flat = joint.view(batch_size, -1).max(dim=-1)  # [B], [B]
@@ -146,6 +153,7 @@ class RealmReader(RealmPreTrainedModel):
             span_starts=starts,
             span_ends=ends,
             span_log_probs=span_log_probs,
+            block_log_probs=block_log_probs,
             answerable=answerable,
             best_candidate=best_candidate,
             best_start=starts[best_span],

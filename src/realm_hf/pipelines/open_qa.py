@@ -180,7 +180,8 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         - `evidence` (`str`): that block's text with the answer marked as `**answer**`;
         - `start`, `end` (`int`): character offsets of the answer in the block text;
         - `documents` (`list[dict]`): the retrieved blocks, best first, each `{"block_id", "title", "score", "text"}`
-          with `score` = `p(z | x)` (softmax of the relevance over the retrieved blocks).
+          with `score` = `p(z | x)` (softmax of the relevance over the retrieved blocks; with the reader's
+          `span_normalization="global"`, of the relevance plus the logsumexp of the block's span scores).
     """
 
     _load_tokenizer = None  # the factory tries the model directory; __init__ explains what is missing
@@ -304,7 +305,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             **candidates,
         )
         span_logits = outputs.span_logits  # [B, k, S]
-        joint = outputs.span_log_probs + outputs.retrieval_log_probs.unsqueeze(-1)  # [B, k, S]
+        joint = outputs.span_log_probs + outputs.block_log_probs.unsqueeze(-1)  # [B, k, S]
         valid = span_logits > torch.finfo(span_logits.dtype).min / 2
         joint = joint.masked_fill(~valid, float("-inf")).view(batch_size, -1)  # [B, k*S]
         num_spans = span_logits.shape[-1]
@@ -324,7 +325,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             "answer_char_ends": offsets[rows, candidate, ends, 1],  # [B, n]
             "question_ids": input_ids,  # [B, Lq], for the answer filter
             "block_ids": block_ids.to(device),  # [B, k]
-            "retrieval_log_probs": outputs.retrieval_log_probs,  # [B, k]
+            "block_log_probs": outputs.block_log_probs,  # [B, k]: the reader's p(z|x) (see span_normalization)
             "relevance_scores": outputs.relevance_scores,  # [B, k]
         }
 
@@ -393,7 +394,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
     ) -> Any:
         index = self._resolve_index(index)
         block_ids = model_outputs["block_ids"][0].tolist()  # [k]
-        prior = model_outputs["retrieval_log_probs"][0].exp().tolist()  # [k]
+        prior = model_outputs["block_log_probs"][0].exp().tolist()  # [k]
         rows = index.get_blocks(block_ids, columns=["block_id", "title", "text"])
         documents = [
             {"block_id": int(block_id), "title": title, "score": float(p), "text": text}

@@ -102,6 +102,12 @@ class OpenQaArguments:
     reader_warmup_depth: int = field(
         default=20, metadata={"help": "Retrieved blocks searched for each question's evidence block in the warm-up."}
     )
+    span_normalization: str = field(
+        default="block",
+        metadata={"help": "A new reader's span probabilities: 'block' (a softmax per block, weighted by the "
+                  "retriever's p(z|x), the REALM paper) or 'global' (one softmax over all spans of all retrieved "
+                  "blocks plus their retrieval scores, ORQA). A loaded RealmReader / RealmForOpenQA keeps its own."},
+    )
 
 
 # ----------------------------------------------------------------------------------------------- models
@@ -115,10 +121,13 @@ def _is_pretraining_dir(path: str) -> bool:
     )
 
 
-def _reader_from_encoder(encoder: RealmKnowledgeEncoder, max_length: int) -> RealmReader:
+def _reader_from_encoder(encoder: RealmKnowledgeEncoder, max_length: int, span_normalization: str) -> RealmReader:
     """A reader whose BERT is the pre-trained knowledge-augmented encoder's (the MLM head is dropped)."""
     reader = RealmReader(
-        RealmReaderConfig(bert_config=encoder.config.bert_config.to_dict(), max_length=min(max_length, encoder.config.max_length))
+        RealmReaderConfig(
+            bert_config=encoder.config.bert_config.to_dict(), max_length=min(max_length, encoder.config.max_length),
+            span_normalization=span_normalization,
+        )
     )
     load_bert_weights(reader.bert, encoder.bert)
     return reader
@@ -139,12 +148,16 @@ def _load_retriever(
     )
 
 
-def _load_reader(path: str, corpus_args: CorpusArguments) -> RealmReader:
+def _load_reader(path: str, corpus_args: CorpusArguments, span_normalization: str) -> RealmReader:
     if _is_realm_dir(path, "realm_knowledge_encoder"):
-        return _reader_from_encoder(RealmKnowledgeEncoder.from_pretrained(path), corpus_args.joined_max_length)
+        return _reader_from_encoder(
+            RealmKnowledgeEncoder.from_pretrained(path), corpus_args.joined_max_length, span_normalization
+        )
     if _is_realm_dir(path, "realm_reader"):
         return RealmReader.from_pretrained(path)
-    return RealmReader.from_bert(path, max_length=corpus_args.joined_max_length)
+    return RealmReader.from_bert(
+        path, max_length=corpus_args.joined_max_length, span_normalization=span_normalization
+    )
 
 
 def load_open_qa_model(
@@ -171,7 +184,8 @@ def load_open_qa_model(
                 block_max_length=corpus_args.block_length,
             ).to_dict(),
             reader_config=RealmReaderConfig(
-                bert_config=bert, max_length=corpus_args.joined_max_length, span_hidden_size=64
+                bert_config=bert, max_length=corpus_args.joined_max_length, span_hidden_size=64,
+                span_normalization=openqa_args.span_normalization,
             ).to_dict(),
             top_k=openqa_args.top_k,
         )
@@ -184,13 +198,16 @@ def load_open_qa_model(
     if source is not None and _is_pretraining_dir(source):
         retriever = RealmRetriever.from_pretrained(os.path.join(source, "retriever"))
         reader = _reader_from_encoder(
-            RealmKnowledgeEncoder.from_pretrained(os.path.join(source, "encoder")), corpus_args.joined_max_length
+            RealmKnowledgeEncoder.from_pretrained(os.path.join(source, "encoder")), corpus_args.joined_max_length,
+            openqa_args.span_normalization,
         )
     else:
         retriever = _load_retriever(
             source or resolve_bert_path(model_args.retriever), model_args, corpus_args, openqa_args
         )
-        reader = _load_reader(source or resolve_bert_path(model_args.encoder), corpus_args)
+        reader = _load_reader(
+            source or resolve_bert_path(model_args.encoder), corpus_args, openqa_args.span_normalization
+        )
     return RealmForOpenQA.from_components(retriever, reader, top_k=openqa_args.top_k)
 
 
