@@ -136,5 +136,3 @@ def test_global_normalization_is_one_softmax_over_all_spans_of_all_blocks(tiny_b
     # the paper's per-block normalization weighs the blocks by the retriever alone
     torch.testing.assert_close(per_block.block_log_probs, torch.log_softmax(relevance, -1))
     assert not torch.allclose(out.block_log_probs, per_block.block_log_probs, atol=1e-3)
-
-
