@@ -127,6 +127,22 @@ def test_bad_values_are_named():
     assert not os.path.exists("unused")
 
 
+def test_an_unknown_span_normalization_is_refused_before_any_work():
+    """The CLI lists the choices itself (it must not import transformers for `--help`); they are the reader's, and a
+    `DemoSettings` built in Python refuses another value when it is made, not after data and pre-training."""
+    from realm_hf.cli import build_parser
+    from realm_hf.commands import DemoSettings
+    from realm_hf.configuration import SPAN_NORMALIZATIONS
+
+    for value in SPAN_NORMALIZATIONS:
+        assert build_parser().parse_args(["demo", "--span-normalization", value]).span_normalization == value
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as stderr:
+        build_parser().parse_args(["demo", "--span-normalization", "orqa"])
+    assert "--span-normalization: invalid choice: 'orqa'" in stderr.getvalue()
+    with pytest.raises(ValueError, match=r"--span-normalization must be one of block, global, got 'orqa'"):
+        DemoSettings(span_normalization="orqa")
+
+
 def test_training_questions_are_answered_by_their_articles(demo_run):
     from realm_hf.corpus import split_into_blocks
     from realm_hf.demo_data import DEMO_QUESTIONS_FILE, load_demo_questions

@@ -22,6 +22,7 @@ from .demo_defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES,
     DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
+from .configuration import SPAN_NORMALIZATIONS
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
 from .modeling import RealmForOpenQA, RealmRetriever
@@ -204,6 +205,10 @@ class DemoSettings:
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 allowed = "a positive integer" if minimum else "0 or a positive integer"
                 raise ValueError(f"--{name.replace('_', '-')} must be {allowed}, got {value!r}.")
+        if self.span_normalization not in SPAN_NORMALIZATIONS:  # refused here, not after data and pre-training
+            raise ValueError(
+                f"--span-normalization must be one of {', '.join(SPAN_NORMALIZATIONS)}, got {self.span_normalization!r}."
+            )
 
     @property
     def shapes(self) -> dict[str, Any]:
