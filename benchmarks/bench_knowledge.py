@@ -24,7 +24,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -39,6 +38,9 @@ from realm_hf.data.masking import build_masked_dataset
 from realm_hf.training import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments, RealmPretrainer
 from realm_hf.training.arguments import IctArguments
 from realm_hf.training.ict import IctTrainer
+from realm_hf.training.precision import resolve_mixed_precision
+
+from bench_models import cpu_model
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -70,7 +72,7 @@ RECIPES = {
         "ict_steps": 0, "ict_batch_size": 32, "ict_learning_rate": 3e-5,
         "reading_warmup_steps": 100, "reading_warmup_batch_size": 16, "reading_warmup_learning_rate": 2e-4,
         "mlm_head_learning_rate_factor": 10,
-        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "bf16",
+        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "auto",
         "retriever_gate_utility": 0.2, "retriever_gate_window": 10,
     },
     # MiniLM's own embedding space: mean pooling, no projection
@@ -79,7 +81,7 @@ RECIPES = {
         "ict_steps": 0, "ict_batch_size": 32, "ict_learning_rate": 3e-5,
         "reading_warmup_steps": 100, "reading_warmup_batch_size": 16, "reading_warmup_learning_rate": 2e-4,
         "mlm_head_learning_rate_factor": 10,
-        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "bf16",
+        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "auto",
         "retriever_gate_utility": 0.2, "retriever_gate_window": 10,
     },
 }
@@ -347,6 +349,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.steps:
         for recipe in recipes.values():
             recipe["steps"] = args.steps
+    for recipe in recipes.values():
+        # "auto": bf16 where this CPU runs it faster (AMX), fp32 where bf16 is emulated (25x slower on AVX2 alone);
+        # resolved once, so every run of the benchmark trains alike, and recorded with the recipe
+        recipe["mixed_precision"] = resolve_mixed_precision(recipe.get("mixed_precision", "no"), "cpu")
 
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-knowledge-")
     os.makedirs(work, exist_ok=True)
@@ -369,7 +375,7 @@ def main(argv: list[str] | None = None) -> dict:
     tagger = KnowledgeValueTagger(task.values)
 
     results = {
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}",
         "task": {**TASK, "num_entities": args.num_entities, "relational": args.relational, "paraphrase": args.paraphrase}, "recipes": recipes, "train_sentences": len(task.train_sentences),
         "held_out_sentences": len(task.held_out_sentences), "settings": {},
     }
