@@ -17,12 +17,12 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer
 
+from .configuration import SPAN_NORMALIZATIONS
 from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES,
     DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
-from .configuration import SPAN_NORMALIZATIONS
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
 from .modeling import RealmForOpenQA, RealmRetriever
