@@ -80,6 +80,11 @@ def test_exact_match_and_regex_scoring(setup):
         metrics, again = evaluate_open_qa(model, tokenizer, index, examples, batch_size=4, progress=False)
         assert [p["prediction"] for p in again] == said
         assert metrics["exact_match"] == expected, examples[0]
+    # the reader's share: the "zebra crossing" half has its answer in no block, so it is left out, not counted wrong
+    # (regex answers: found in a block by `re.search`, as the reader's own span always is)
+    metrics, _ = evaluate_open_qa(model, tokenizer, index, as_regex[:5] + wrong[5:], progress=False)
+    assert metrics["exact_match"] == 50.0 and metrics["reader_exact_match"] == 100.0
+    assert "reader_exact_match" not in evaluate_open_qa(model, tokenizer, index, wrong, progress=False)[0]
     # a regex must match at the start of the prediction, not necessarily up to its end (DrQA / ORQA semantics)
     prefix = [dict(q, answers=[re.escape(s[:1])], answer_format="regex") for q, s in zip(QUESTIONS, said)]
     shifted = [dict(q, answers=["#" + re.escape(s)], answer_format="regex") for q, s in zip(QUESTIONS, said)]

@@ -167,7 +167,8 @@ def evaluate_open_qa(
     Returns:
         `(metrics, predictions)`: `metrics` holds `exact_match` and `recall@{k}` (and `recall@1`) as percentages,
         `answerable` (percentage of questions with a gold span in the blocks the reader read: the reader's ceiling),
-        `count`, `seconds`; each prediction is a dict with `id`, `question`, `answers`, `answer_format`,
+        `reader_exact_match` (exact match on the questions whose answer is in the retrieved blocks, `answer_in_top_k`:
+        the reader's share of the errors apart from the retriever's; absent when there is none), `count`, `seconds`; each prediction is a dict with `id`, `question`, `answers`, `answer_format`,
         `prediction`, `correct`, `score` (`log p(z|x) + log p(s|z,x)`), `retrieval_prob` (`p(z|x)` of the block),
         `block_id`, `title`, `evidence` (the block body with the answer marked `**...**`), `answer_in_top_k`,
         `retrieved_block_ids`.
@@ -246,6 +247,9 @@ def evaluate_open_qa(
     if k > 1:
         metrics["recall@1"] = recall_at_k(retrieved_texts, references, 1, formats)
     metrics["answerable"] = 100.0 * answerable / len(predictions)
+    retrieved = [p["correct"] for p in predictions if p["answer_in_top_k"]]
+    if retrieved:  # the reader's share, apart from the retriever's
+        metrics["reader_exact_match"] = 100.0 * sum(retrieved) / len(retrieved)
     metrics["seconds"] = time.perf_counter() - began
     if predictions_file is not None:
         directory = os.path.dirname(os.fspath(predictions_file))
