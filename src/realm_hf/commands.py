@@ -206,9 +206,8 @@ class DemoSettings:
                 allowed = "a positive integer" if minimum else "0 or a positive integer"
                 raise ValueError(f"--{name.replace('_', '-')} must be {allowed}, got {value!r}.")
         if self.span_normalization not in SPAN_NORMALIZATIONS:  # refused here, not after data and pre-training
-            raise ValueError(
-                f"--span-normalization must be one of {', '.join(SPAN_NORMALIZATIONS)}, got {self.span_normalization!r}."
-            )
+            choices = ", ".join(SPAN_NORMALIZATIONS)
+            raise ValueError(f"--span-normalization must be one of {choices}, got {self.span_normalization!r}.")
 
     @property
     def shapes(self) -> dict[str, Any]:

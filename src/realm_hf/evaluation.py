@@ -168,10 +168,10 @@ def evaluate_open_qa(
         `(metrics, predictions)`: `metrics` holds `exact_match` and `recall@{k}` (and `recall@1`) as percentages,
         `answerable` (percentage of questions with a gold span in the blocks the reader read: the reader's ceiling),
         `reader_exact_match` (exact match on the questions whose answer is in the retrieved blocks, `answer_in_top_k`:
-        the reader's share of the errors apart from the retriever's; absent when there is none), `count`, `seconds`; each prediction is a dict with `id`, `question`, `answers`, `answer_format`,
-        `prediction`, `correct`, `score` (`log p(z|x) + log p(s|z,x)`), `retrieval_prob` (`p(z|x)` of the block),
-        `block_id`, `title`, `evidence` (the block body with the answer marked `**...**`), `answer_in_top_k`,
-        `retrieved_block_ids`.
+        the reader's share of the errors apart from the retriever's; absent when there is none), `count`, `seconds`;
+        each prediction is a dict with `id`, `question`, `answers`, `answer_format`, `prediction`, `correct`,
+        `score` (`log p(z|x) + log p(s|z,x)`), `retrieval_prob` (`p(z|x)` of the block), `block_id`, `title`,
+        `evidence` (the block body with the answer marked `**...**`), `answer_in_top_k`, `retrieved_block_ids`.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")

@@ -334,7 +334,9 @@ def _release_other_precision(mixed_precision: str) -> None:
     state) is kept."""
     previous = AcceleratorState._shared_state.get("_mixed_precision")
     if previous is not None and previous != mixed_precision:
-        logger.info("mixed_precision %s replaces %s, set by an earlier trainer in this process", mixed_precision, previous)
+        logger.info(
+            "mixed_precision %s replaces %s, set by an earlier trainer in this process", mixed_precision, previous
+        )
         AcceleratorState._reset_state()
 
 
