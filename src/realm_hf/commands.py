@@ -690,7 +690,10 @@ def download_command(args: argparse.Namespace) -> None:
     else:
         from huggingface_hub import snapshot_download
 
-        path = snapshot_download(
-            args.repo_id, revision=args.revision, cache_dir=args.cache_dir, local_files_only=args.local_files_only
+        from .hub import hub_offline
+
+        path = snapshot_download(  # offline: the cache only (huggingface_hub < 2 would list a commit's files online)
+            args.repo_id, revision=args.revision, cache_dir=args.cache_dir,
+            local_files_only=args.local_files_only or hub_offline(),
         )
     print(path)

@@ -12,7 +12,16 @@ from typing import Literal
 
 from huggingface_hub.dataclasses import strict
 from transformers import BertConfig, PreTrainedConfig
-from transformers.configuration_utils import SubConfigSpec
+
+try:
+    from transformers.configuration_utils import SubConfigSpec
+except ImportError as error:  # transformers < 5.20: a bare "cannot import name" says nothing of the fix
+    import transformers
+
+    raise ImportError(
+        f"realm_hf needs transformers>=5.20 (its configs use SubConfigSpec); this environment has transformers "
+        f"{transformers.__version__}: pip install 'transformers>=5.20,<6'."
+    ) from error
 
 # `BertConfig()` defaults are BERT-base, the encoder of the released REALM checkpoints.
 _BERT_BASE: dict = {}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .bundles import check_index_bundle, index_bundle_patterns, write_index_bundle
 from .cards import CARD_KINDS, TEMPLATES_DIR, load_eval_results, render_model_card
-from .download import is_repo_id, resolve_index_dir
+from .download import hub_offline, is_repo_id, resolve_index_dir
 from .pairing import check_index_matches_model, expected_index_fingerprint, record_index_pairing
 from .publish import PublishResult, publish
 from .remote_code import add_remote_code
@@ -40,6 +40,7 @@ __all__ = [
     "check_index_matches_model",
     "collect_training_facts",
     "expected_index_fingerprint",
+    "hub_offline",
     "index_bundle_patterns",
     "is_repo_id",
     "load_eval_results",

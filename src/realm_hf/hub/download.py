@@ -13,7 +13,7 @@ from ..index.manifest import MANIFEST_NAME, IndexManifest
 from .bundles import check_index_bundle, index_bundle_patterns
 
 
-__all__ = ["is_repo_id", "resolve_index_dir"]
+__all__ = ["hub_offline", "is_repo_id", "resolve_index_dir"]
 
 
 def is_repo_id(name: str | os.PathLike) -> bool:
@@ -28,6 +28,13 @@ def is_repo_id(name: str | os.PathLike) -> bool:
     except HFValidationError:
         return False
     return True
+
+
+def hub_offline() -> bool:
+    """Whether `HF_HUB_OFFLINE` is set, as huggingface_hub read it (tests and callers may patch its constant)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def _where(repo_id: str, revision: str | None) -> str:
@@ -76,6 +83,9 @@ def resolve_index_dir(
         + (f" --revision {revision}" if revision else "")
         + "`."
     )
+    # offline means the cache only: huggingface_hub < 2 would list a pinned commit's files online even with
+    # HF_HUB_OFFLINE=1 (OfflineModeIsEnabled) unless told so
+    local_files_only = local_files_only or hub_offline()
     kwargs = {"repo_type": "dataset", "token": token, "cache_dir": cache_dir, "local_files_only": local_files_only}
     try:
         manifest_path = hf_hub_download(

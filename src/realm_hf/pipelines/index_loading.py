@@ -52,15 +52,6 @@ def _looks_like_repo_id(name: str) -> bool:
     return 1 <= len(parts) <= 2 and all(parts) and not name.startswith((".", "~")) and not os.path.isabs(name)
 
 
-def _hub_offline() -> bool:
-    try:
-        from huggingface_hub import constants
-
-        return bool(constants.HF_HUB_OFFLINE)
-    except Exception:  # pragma: no cover - very old huggingface_hub
-        return os.environ.get("HF_HUB_OFFLINE", "0").upper() in ("1", "ON", "YES", "TRUE")
-
-
 def resolve_model_dir(
     model_name_or_path: str | os.PathLike | None, index_folder: str | None = None, revision: str | None = None
 ) -> str | None:
@@ -87,13 +78,15 @@ def resolve_model_dir(
         from huggingface_hub import snapshot_download
     except ImportError:  # pragma: no cover - huggingface_hub is a transformers dependency
         return None
+    from ..hub.download import hub_offline
+
     snapshot = None
     try:
         snapshot = snapshot_download(name, revision=revision, local_files_only=True)
     except Exception as error:  # not cached (LocalEntryNotFoundError), bad id (HFValidationError), ...
         logger.debug("No cached snapshot of %s: %s", name, error)
     needs_index = index_folder is not None and not (snapshot and _is_index_dir(os.path.join(snapshot, index_folder)))
-    if needs_index and not _hub_offline():
+    if needs_index and not hub_offline():
         try:
             snapshot = snapshot_download(name, revision=revision, allow_patterns=[f"{index_folder.strip('/')}/*"])
         except Exception as error:
