@@ -8,10 +8,9 @@ Add `--retrieval bm25` to retrieve with BM25 over the same blocks and read with 
 see `realm_hf.training.entry_points.main_evaluate`.
 """
 
-import logging
-
+from realm_hf.quiet import configure_logging
 from realm_hf.training import main_evaluate
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    configure_logging()
     main_evaluate()

@@ -15,10 +15,9 @@ or instead of `--config`. The same job as `realm-hf finetune ...` (or `accelerat
 see `realm_hf.training.entry_points.main_finetune`.
 """
 
-import logging
-
+from realm_hf.quiet import configure_logging
 from realm_hf.training import main_finetune
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    configure_logging()
     main_finetune()

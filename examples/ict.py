@@ -7,10 +7,9 @@ The same job as `realm-hf ict ...` (or `accelerate launch -m realm_hf.cli ict ..
 `realm_hf.training.entry_points.main_ict`.
 """
 
-import logging
-
+from realm_hf.quiet import configure_logging
 from realm_hf.training import main_ict
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    configure_logging()
     main_ict()

@@ -8,10 +8,9 @@ The same job as `realm-hf pretrain ...` (or `accelerate launch -m realm_hf.cli p
 `realm_hf.training.entry_points.main_pretrain`.
 """
 
-import logging
-
+from realm_hf.quiet import configure_logging
 from realm_hf.training import main_pretrain
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    configure_logging()
     main_pretrain()

@@ -108,3 +108,27 @@ def test_log_lines_are_not_glued_to_a_progress_bar():
         logger.propagate = True
     lines = [line.rsplit("\r", 1)[-1] for line in stream.getvalue().split("\n")]  # what a terminal shows per line
     assert "realm_hf.test_quiet: Swapped in the index of step 1" in lines, stream.getvalue()
+
+
+def test_the_log_shows_our_info_lines_and_other_libraries_only_from_warning():
+    # datasets logs "JAX version ... available." at INFO when JAX is installed (a GPU image): a realm-hf command
+    # printed it before its own one-line error
+    script = (
+        "import logging\n"
+        "from realm_hf.quiet import configure_logging\n"
+        "configure_logging({verbose})\n"
+        "logging.getLogger('datasets').info('third-party info')\n"
+        "logging.getLogger('accelerate.state').warning('third-party warning')\n"
+        "logging.getLogger('realm_hf.training.loop').info('our info')\n"
+        "logging.getLogger('realm_hf.training.loop').debug('our debug')\n"
+    )
+    shown = {}
+    for verbose in (False, True):
+        result = subprocess.run(
+            [sys.executable, "-c", script.format(verbose=verbose)], capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        shown[verbose] = {m for m in ("third-party info", "third-party warning", "our info", "our debug")
+                          if m in result.stderr}
+    assert shown[False] == {"third-party warning", "our info"}, shown
+    assert shown[True] == {"third-party info", "third-party warning", "our info", "our debug"}, shown

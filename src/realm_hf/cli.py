@@ -36,6 +36,7 @@ from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS,
     DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
+from .quiet import configure_logging
 
 
 def _add_demo(subparsers) -> None:
@@ -218,15 +219,6 @@ _GLOBAL_FLAGS = {"-v": "verbose", "--verbose": "verbose", "--debug": "debug"}
 """Options before the command, also for the commands whose arguments another parser reads."""
 
 
-def _configure_logging(verbose: bool) -> None:
-    from .quiet import ProgressBarSafeHandler
-
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(name)s: %(message)s",
-        handlers=[ProgressBarSafeHandler()],  # log lines between progress-bar redraws, never glued to a bar
-    )
-
-
 def _auto_path(value: str, option: str, auto: str, off: str, exists: Callable[[str], bool], what: str) -> str | None:
     """An absolute path from a demo option taking a path, `'auto'` (`auto` when it exists, else `None`) or `off` (`None`)."""
     from .validation import UsageError
@@ -318,13 +310,13 @@ def _run(argv: list[str], command: str | None, rest: list[str], verbose: bool) -
 
         return convert_main(rest)
     if command in TRAINING_COMMANDS:
-        _configure_logging(verbose=verbose)
+        configure_logging(verbose=verbose)
         from .commands import training_command
 
         training_command(command, rest)
         return 0
     args = build_parser().parse_args(argv)
-    _configure_logging(args.verbose)
+    configure_logging(args.verbose)
     if args.command == "demo":
         return _demo(args)
     elif args.command == "build-index":

@@ -52,6 +52,7 @@ from .configuration import (
     RealmRetrieverConfig,
 )
 from .modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
+from .quiet import configure_logging
 
 logger = logging.getLogger(__name__)
 
@@ -761,8 +762,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--block-embeddings", default=None, help="openqa only: write block_emb to this .safetensors.")
     parser.add_argument("--mask-token-id", type=int, default=None, help="encoder only, when there is no vocab.txt.")
     args = parser.parse_args(argv)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    configure_logging()  # leaves a root logger that has handlers as it is
     convert_checkpoint(
         args.src,
         args.output,
