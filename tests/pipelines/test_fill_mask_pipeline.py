@@ -93,11 +93,16 @@ def test_single_mask_scores_are_probabilities(fill):
 def _by_hand(fill, text: str) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """`log p(z|x)` `[K]` (∅ first) and `log p(y_j = v | z, x)` `[K, m, V]`, computed from the models directly.
 
-    Retrieval goes through the index; ∅ is `[CLS] x [SEP] [SEP]`; every tensor is built here, not by the pipeline.
+    Retrieval goes through the index; ∅ is `[CLS] x [SEP] [SEP]`; every tensor is built here, not by the pipeline, on
+    the pipeline's device (a GPU when there is one); the results come back on the CPU.
     """
     tokenizer, retriever, encoder, index = fill.tokenizer, fill.retriever, fill.model, fill.index
+
+    def tensor(rows: list[list[int]]) -> torch.Tensor:
+        return torch.tensor(rows, device=fill.device)
+
     query = tokenizer(text)["input_ids"]
-    query_ids = torch.tensor([query])
+    query_ids = tensor([query])
     with torch.no_grad():
         _, block_ids = index.search(retriever.embed_queries(query_ids), encoder.config.num_candidates - 1)
         rows = index.get_blocks(block_ids[0], columns=["input_ids", "token_type_ids"])
@@ -108,7 +113,7 @@ def _by_hand(fill, text: str) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
         query_embed = retriever.embed_queries(query_ids)[0]  # [D]
         doc_embeds = torch.stack(
             [
-                retriever.embed_documents(torch.tensor([ids]), token_type_ids=torch.tensor([types]))[0]
+                retriever.embed_documents(tensor([ids]), token_type_ids=tensor([types]))[0]
                 for ids, types in zip(candidates, candidate_types)
             ]
         )  # [K, D]
@@ -120,11 +125,11 @@ def _by_hand(fill, text: str) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
         log_probs = []
         for ids, types in zip(candidates, candidate_types):
             body = [t for t, s in zip(ids, types) if s == 1][:-1]  # body without its final [SEP]
-            joined = torch.tensor([query + body + [tokenizer.sep_token_id]])
-            token_types = torch.tensor([[0] * len(query) + [1] * (len(body) + 1)])
+            joined = tensor([query + body + [tokenizer.sep_token_id]])
+            token_types = tensor([[0] * len(query) + [1] * (len(body) + 1)])
             hidden = encoder.bert(input_ids=joined, token_type_ids=token_types).last_hidden_state[0]  # [L, H]
             log_probs.append(torch.log_softmax(encoder.mlm_head(hidden[masks]), dim=-1))  # [m, V]
-    return log_prior, torch.stack(log_probs), masks  # [K], [K, m, V]
+    return log_prior.cpu(), torch.stack(log_probs).cpu(), masks  # [K], [K, m, V]
 
 
 def test_marginal_equals_hand_computation(fill):

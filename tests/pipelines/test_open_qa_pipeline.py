@@ -181,9 +181,9 @@ def test_answer_marginalizes_spans_over_blocks(qa, open_qa_dir):
         assert result["score"] == pytest.approx(totals[top], rel=1e-4)
         assert result["span_score"] == pytest.approx(best[top], rel=1e-4)
     # relevance is computed from the embeddings stored in the index: equal to the MIPS scores
-    query_embeds = qa.model.embed_queries(**{k: v for k, v in model_inputs.items()}).detach()
+    query_embeds = qa.model.embed_queries(**{k: v.to(qa.device) for k, v in model_inputs.items()}).detach()
     mips_scores, _ = qa.index.search(query_embeds, qa.model.config.top_k)
-    assert torch.allclose(outputs["relevance_scores"], mips_scores, atol=1e-4)
+    assert torch.allclose(outputs["relevance_scores"].cpu(), mips_scores.cpu(), atol=1e-4)
 
 
 def test_model_instance_tokenizer_and_explicit_index(open_qa_dir, qa):

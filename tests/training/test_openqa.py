@@ -91,7 +91,7 @@ def test_fine_tuning_loss_goes_down_and_the_model_reloads_with_its_index(tmp_pat
     assert reloaded.config.top_k == 3 and index.num_blocks == len(ARTICLES)
     assert index.fingerprint == fingerprint_module(reloaded.retriever.document_embedder)
     for name, value in reloaded.state_dict().items():
-        torch.testing.assert_close(value, model.state_dict()[name])
+        torch.testing.assert_close(value, model.state_dict()[name].to(value.device))  # trained on the GPU if any
     metrics, predictions = evaluate_open_qa(reloaded, tokenizer, index, QUESTIONS, progress=False)
     assert metrics["exact_match"] == final_eval["eval/exact_match"]
     # ten steps over ten questions are enough for a tiny reader to learn most answers
