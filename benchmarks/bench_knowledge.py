@@ -374,8 +374,9 @@ def main(argv: list[str] | None = None) -> dict:
     eval_examples = held_out_examples(task, tokenizer, TASK["query_max_length"])
     tagger = KnowledgeValueTagger(task.values)
 
+    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""  # the trainers take it
     results = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}",
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores{gpu}, torch {torch.__version__}",
         "task": {**TASK, "num_entities": args.num_entities, "relational": args.relational, "paraphrase": args.paraphrase}, "recipes": recipes, "train_sentences": len(task.train_sentences),
         "held_out_sentences": len(task.held_out_sentences), "settings": {},
     }

@@ -55,7 +55,8 @@ import torch
 
 logger = logging.getLogger("bench_models")
 
-OLD_PYTHON = "/work/oldrealm-venv/bin/python"
+OLD_PYTHON = os.environ.get("REALM_OLD_PYTHON", "/work/oldrealm-venv/bin/python")  # transformers 4.57.6 venv
+DEVICE = torch.device("cpu")  # where the workers time the models (`--device`); inputs are made on the CPU first
 RESULTS = Path(__file__).resolve().parent / "results"
 BERT = dict(
     vocab_size=30522,
@@ -74,8 +75,29 @@ CASES = {"train_L128": 128, "train_L288": 288, "openqa_B32": None}  # case -> jo
 # Per case: warm-up steps and timed repeats in each worker invocation; `rounds` alternating old/new invocations.
 FULL = dict(rounds=3, warmup={"train_L128": 1, "train_L288": 1, "openqa_B32": 1},
             repeats={"train_L128": 2, "train_L288": 1, "openqa_B32": 1})
+# On a GPU a step takes milliseconds: more warm-up (kernel selection, allocator) and more repeats per invocation.
+GPU = dict(rounds=3, warmup={case: 5 for case in CASES}, repeats={case: 20 for case in CASES})
 QUICK = dict(rounds=1, warmup={"train_L128": 1, "train_L288": 0, "openqa_B32": 0},
              repeats={"train_L128": 1, "train_L288": 1, "openqa_B32": 1})
+
+
+# ----------------------------------------------------------------------------------------------------- device
+def on_device(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inputs (made on the CPU from seeded generators, identical everywhere) moved to `DEVICE`."""
+    return {name: tensor.to(DEVICE) for name, tensor in inputs.items()}
+
+
+def synchronize() -> None:
+    """Wait for the GPU's queued work, so that a wall-clock interval covers it (a no-op on the CPU)."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
+
+
+def device_name() -> str:
+    """The GPU's name, or the CPU's model and core count."""
+    if DEVICE.type == "cuda":
+        return torch.cuda.get_device_name(DEVICE)
+    return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
 # ----------------------------------------------------------------------------------------------------- inputs
@@ -127,7 +149,7 @@ def openqa_inputs() -> dict[str, torch.Tensor]:
 
 
 def fingerprint(inputs: dict[str, torch.Tensor]) -> float:
-    return float(sum((t.double().flatten() * torch.arange(t.numel(), dtype=torch.float64).remainder(97)).sum()
+    return float(sum((t.cpu().double().flatten() * torch.arange(t.numel(), dtype=torch.float64).remainder(97)).sum()
                      for _, t in sorted(inputs.items())))
 
 
@@ -204,7 +226,7 @@ def run_padded_step(rounds: int, warmup: int = 1) -> dict:
 
     torch.set_num_threads(2)
     load_start = os.getloadavg()
-    x = padded_pretrain_inputs(288)
+    x = on_device(padded_pretrain_inputs(288))
     torch.manual_seed(0)
     retriever = RealmRetriever(RealmRetrieverConfig(bert_config=BERT, pooling="cls", query_max_length=QUERY_LEN,
                                                     block_max_length=288)).train()
@@ -213,6 +235,7 @@ def run_padded_step(rounds: int, warmup: int = 1) -> dict:
     enc_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train()
     ret_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train()
     for model in (retriever, encoder, enc_bert, ret_bert):  # no dropout: the variants' losses are compared
+        model.to(DEVICE)
         for module in model.modules():
             if isinstance(module, torch.nn.Dropout):
                 module.p = 0.0
@@ -221,7 +244,7 @@ def run_padded_step(rounds: int, warmup: int = 1) -> dict:
 
     def realm_step(buckets: int, dtype: torch.dtype | None) -> float:
         retriever.config.length_buckets = encoder.config.length_buckets = buckets
-        with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+        with torch.autocast(DEVICE.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
             scores = retriever(query_input_ids=x["query"], query_attention_mask=x["query_mask"],
                                candidate_input_ids=x["blocks"], candidate_attention_mask=x["block_mask"],
                                candidate_token_type_ids=x["block_types"], null_candidate_index=0).relevance_scores
@@ -253,8 +276,10 @@ def run_padded_step(rounds: int, warmup: int = 1) -> dict:
         for name, step in variants.items():
             for model in (retriever, encoder, enc_bert, ret_bert):
                 model.zero_grad(set_to_none=True)
+            synchronize()
             start, cpu_start = time.perf_counter(), time.process_time()
             losses[name] = step()
+            synchronize()
             elapsed, cpu_elapsed = time.perf_counter() - start, time.process_time() - cpu_start
             logger.info("padded step %s %s: %.2f s (CPU %.2f s)", name,
                         "warmup" if rep < warmup else f"repeat {rep - warmup + 1}", elapsed, cpu_elapsed)
@@ -270,7 +295,7 @@ def run_padded_step(rounds: int, warmup: int = 1) -> dict:
         "median_seconds": medians, "median_cpu_seconds": cpu_medians,
         "median_real_tokens_per_second": {name: real_tokens / t for name, t in medians.items()},
         "loss": losses, "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        "machine": device_name(),
     }
 
 
@@ -289,7 +314,7 @@ def padded_markdown(result: dict, command: str) -> str:
         "",
         f"Command: `{command}`",
         "",
-        f"Machine: {r['machine']}, torch {torch.__version__}, 2 threads; 1-minute load average "
+        f"Machine: {r['machine']}, torch {torch.__version__}, 2 CPU threads; 1-minute load average "
         f"at the start {r['loadavg_start'][0]:.1f}, at the end {r['loadavg_end'][0]:.1f}. MiniLM-size BERTs (random "
         "weights, dropout off so that losses "
         f"compare), B={PADDED_B} masked sentences × K={K} candidates (the null document first, then blocks of real "
@@ -317,11 +342,11 @@ def new_variants(seq_len: int | None) -> tuple:
     # pooling="pooler": the old embedder's pooler -> dense -> LayerNorm, so the two retrievers are the same network
     retriever_kwargs = dict(bert_config=BERT, pooling="pooler", query_max_length=QUERY_LEN)
     if seq_len is None:
-        x = openqa_inputs()
+        x = on_device(openqa_inputs())
         qa = RealmForOpenQA(RealmForOpenQAConfig(retriever_config=retriever_kwargs,
                                                  reader_config=dict(bert_config=BERT, max_length=QA_LEN),
-                                                 top_k=QA_TOP_K)).eval()
-        bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).eval()
+                                                 top_k=QA_TOP_K)).eval().to(DEVICE)
+        bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).eval().to(DEVICE)
         reader_flat, reader_types_flat = x["reader"].view(-1, QA_LEN), x["reader_types"].view(-1, QA_LEN)
 
         def realm_hf():
@@ -338,12 +363,13 @@ def new_variants(seq_len: int | None) -> tuple:
 
         return x, {"realm_hf": realm_hf, "bare_bert": bare_bert}, ()
 
-    x = pretrain_inputs(seq_len)
-    retriever = RealmRetriever(RealmRetrieverConfig(**retriever_kwargs, block_max_length=seq_len)).train()
+    x = on_device(pretrain_inputs(seq_len))
+    retriever = RealmRetriever(RealmRetrieverConfig(**retriever_kwargs, block_max_length=seq_len)).train().to(DEVICE)
     encoder = RealmKnowledgeEncoder(RealmKnowledgeEncoderConfig(bert_config=BERT, num_candidates=K,
                                                                 max_length=seq_len, mask_token_id=MASK)).train()
-    enc_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train()
-    ret_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train()
+    encoder.to(DEVICE)
+    enc_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train().to(DEVICE)
+    ret_bert = BertModel(BertConfig(**BERT), add_pooling_layer=False).train().to(DEVICE)
     flat = {name: x[name].view(-1, seq_len) for name in ("blocks", "block_types", "joined", "joined_types")}
 
     def realm_hf():
@@ -374,10 +400,10 @@ def old_variants(seq_len: int | None) -> tuple:
 
     torch.manual_seed(0)
     if seq_len is None:
-        x = openqa_inputs()
+        x = on_device(openqa_inputs())
         config = RealmConfig(**BERT, retriever_proj_size=PROJ, reader_beam_size=QA_TOP_K, reader_seq_len=QA_LEN,
                              num_block_records=1)
-        qa = RealmForOpenQA(config).eval()
+        qa = RealmForOpenQA(config).eval().to(DEVICE)
 
         def old():
             with torch.no_grad():
@@ -392,9 +418,9 @@ def old_variants(seq_len: int | None) -> tuple:
 
         return x, {"old": old}, ()
 
-    x = pretrain_inputs(seq_len)
+    x = on_device(pretrain_inputs(seq_len))
     config = RealmConfig(**BERT, retriever_proj_size=PROJ, num_candidates=K)
-    scorer, encoder = RealmScorer(config).train(), RealmKnowledgeAugEncoder(config).train()
+    scorer, encoder = RealmScorer(config).train().to(DEVICE), RealmKnowledgeAugEncoder(config).train().to(DEVICE)
     mlm_mask = (x["labels"] != -100).long()
 
     def old():
@@ -416,8 +442,10 @@ def time_case(build, seq_len: int | None, warmup: int, repeats: int) -> dict:
         for name, fn in variants.items():
             for model in models:
                 model.zero_grad(set_to_none=True)
+            synchronize()
             start, cpu_start = time.perf_counter(), time.process_time()
             fn()
+            synchronize()
             seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
             logger.info("%s %s %s: %.2f s", "openqa" if seq_len is None else f"L={seq_len}", name,
                         "warmup" if rep < warmup else f"repeat {rep - warmup + 1}/{repeats}", seconds)
@@ -432,7 +460,7 @@ def run_worker(kind: str, case: str, warmup: int, repeats: int) -> dict:
 
     torch.set_num_threads(2)
     out = {"worker": kind, "case": case, "torch": torch.__version__, "transformers": transformers.__version__,
-           "python": platform.python_version(), "num_threads": torch.get_num_threads(),
+           "python": platform.python_version(), "num_threads": torch.get_num_threads(), "device": device_name(),
            "loadavg_start": os.getloadavg()}
     build = new_variants if kind == "new" else old_variants
     out |= time_case(build, CASES[case], warmup, repeats)
@@ -449,7 +477,7 @@ def cpu_model() -> str:
 
 def launch(kind: str, case: str, settings: dict) -> dict:
     python = OLD_PYTHON if kind == "old" else sys.executable
-    command = [python, __file__, "--worker", kind, "--case", case,
+    command = [python, __file__, "--worker", kind, "--case", case, "--device", str(DEVICE),
                "--warmup", str(settings["warmup"][case]), "--repeats", str(settings["repeats"][case])]
     start = time.perf_counter()
     # stderr (the worker's log) goes straight to ours; stdout carries the JSON result
@@ -511,7 +539,8 @@ def markdown(result: dict) -> str:
         "",
         f"Command: `{result['command']}`",
         "",
-        f"Machine: {m['cpu_model']}, {m['cpu_count']} cores, torch {m['torch']} with {m['num_threads']} threads; "
+        f"Machine: {m['cpu_model']}, {m['cpu_count']} cores, torch {m['torch']} with {m['num_threads']} threads"
+        + (f", models on the GPU {m['device']}" if m.get("device_type") == "cuda" else "") + "; "
         f"realm_hf on transformers {m['transformers_new']}, old REALM classes on transformers {m['transformers_old']}.",
         f"Model: MiniLM-size BERT ({BERT['num_hidden_layers']} layers, hidden {BERT['hidden_size']}, "
         f"{BERT['num_attention_heads']} heads, intermediate {BERT['intermediate_size']}, vocab {BERT['vocab_size']}), "
@@ -548,9 +577,9 @@ def real_token_section(result: dict) -> list[str]:
     return lines
 
 
-def real_token_steps_with(step: dict) -> dict:
-    """The `real_token_step` figures of models.json, one per machine, with `step` in place of its machine's."""
-    saved = RESULTS / "models.json"
+def real_token_steps_with(step: dict, stem: str = "models") -> dict:
+    """The `real_token_step` figures of `{stem}.json`, one per machine, with `step` in place of its machine's."""
+    saved = RESULTS / f"{stem}.json"
     measured = json.loads(saved.read_text()).get("real_token_step", {}) if saved.is_file() else {}
     return measured | {step["machine"]: step}
 
@@ -561,11 +590,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="alternating old/new worker invocations per case (default 3)")
     parser.add_argument("--padded-step", action="store_true", help="only the REALM step on padded batches of real "
                         "lengths: today's vs bf16 + length buckets vs bare BERT (writes models-padded-step.{json,md})")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda: where the models run. On cuda the "
+                        "results go to models-gpu.{json,md}, with more warm-up steps and repeats per worker.")
     parser.add_argument("--worker", choices=["old", "new"], help=argparse.SUPPRESS)
     parser.add_argument("--case", choices=list(CASES), help=argparse.SUPPRESS)
     parser.add_argument("--warmup", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = torch.device(args.device)
+    on_gpu = DEVICE.type == "cuda"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s", stream=sys.stderr)
 
     if args.worker:
@@ -573,19 +607,20 @@ def main() -> None:
         return
     if args.padded_step:
         command = " ".join(["HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py", *sys.argv[1:]])
-        step = run_padded_step(args.rounds or 3) | {"command": command}
+        step = run_padded_step(args.rounds or 3, warmup=5 if on_gpu else 1) | {"command": command}
+        stem = "models-gpu" if on_gpu else "models"
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "models-padded-step.json").write_text(json.dumps(step, indent=2) + "\n")
-        (RESULTS / "models-padded-step.md").write_text(padded_markdown(step, command))
-        models_file = RESULTS / "models.json"
+        (RESULTS / f"{stem}-padded-step.json").write_text(json.dumps(step, indent=2) + "\n")
+        (RESULTS / f"{stem}-padded-step.md").write_text(padded_markdown(step, command))
+        models_file = RESULTS / f"{stem}.json"
         if models_file.is_file():  # the full run's file carries the latest real-token figures next to its own
-            result = json.loads(models_file.read_text()) | {"real_token_step": real_token_steps_with(step)}
+            result = json.loads(models_file.read_text()) | {"real_token_step": real_token_steps_with(step, stem)}
             models_file.write_text(json.dumps(result, indent=2) + "\n")
-            (RESULTS / "models.md").write_text(markdown(result))
-        print((RESULTS / "models-padded-step.md").read_text())
+            (RESULTS / f"{stem}.md").write_text(markdown(result))
+        print((RESULTS / f"{stem}-padded-step.md").read_text())
         return
 
-    settings = dict(QUICK if args.quick else FULL)
+    settings = dict(QUICK if args.quick else GPU if on_gpu else FULL)
     if args.rounds:
         settings["rounds"] = args.rounds
     command = " ".join(["HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py", *sys.argv[1:]])
@@ -604,7 +639,8 @@ def main() -> None:
         "command": command,
         "machine": {
             "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
-            "torch": torch.__version__, "num_threads": new_run["num_threads"],
+            "torch": torch.__version__, "num_threads": new_run["num_threads"], "device": new_run["device"],
+            "device_type": DEVICE.type,
             "transformers_new": transformers.__version__, "transformers_old": old_run["transformers"],
             "python": platform.python_version(),
         },
@@ -616,12 +652,12 @@ def main() -> None:
         "runs": runs,
     }
     if not args.quick:  # the REALM step in real tokens/s, today's vs the new one vs bare BERT (issue 13)
-        padded_rounds = settings["rounds"]
+        padded_rounds = 20 if on_gpu else settings["rounds"]
         padded_command = ("HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py --padded-step "
-                          f"--rounds {padded_rounds}")
-        step = run_padded_step(padded_rounds) | {"command": padded_command}
-        result["real_token_step"] = real_token_steps_with(step)
-    stem = "models-quick" if args.quick else "models"
+                          f"--rounds {padded_rounds}" + (f" --device {args.device}" if on_gpu else ""))
+        step = run_padded_step(padded_rounds, warmup=5 if on_gpu else 1) | {"command": padded_command}
+        result["real_token_step"] = real_token_steps_with(step, "models-gpu" if on_gpu else "models")
+    stem = "models-quick" if args.quick else "models-gpu" if on_gpu else "models"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / f"{stem}.md").write_text(markdown(result))
