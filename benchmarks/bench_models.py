@@ -8,6 +8,12 @@ The full run ends with the REALM step on padded batches of real lengths (``--pad
 3 minutes, and updates the ``real_token_step`` part of models.json): today's fp32 step, bf16 autocast, length
 buckets, and a bare ``BertModel`` over the same padded tensors, in real (non-pad) tokens/s.
 
+On a GPU (about 5 minutes on an H100; writes benchmarks/results/models-gpu.{json,md}; more warm-up steps and
+repeats per worker, timings synchronized with the GPU; REALM_OLD_PYTHON names the interpreter of the old classes):
+
+    HF_HUB_OFFLINE=1 REALM_OLD_PYTHON=/path/to/oldrealm-venv/bin/python .venv/bin/python benchmarks/bench_models.py \
+        --device cuda --rounds 2
+
 Smoke run (about 5 minutes; writes benchmarks/results/models-quick.{json,md}):
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_models.py --quick
@@ -30,8 +36,8 @@ weights, fp32, `torch.set_num_threads(2)`):
   160 reader sequences plus one over the 32 questions. Tokens: `32*5*288 + 32*32`.
 
 The old classes live in another virtualenv (transformers 4.57.6), so every measurement runs in a fresh worker
-process: `--worker old` under /work/oldrealm-venv/bin/python, `--worker new` (realm_hf and bare BERT, step by step
-interleaved) under this interpreter. One worker invocation times one case (warm-up steps, then timed repeats);
+process: `--worker old` under /work/oldrealm-venv/bin/python (or $REALM_OLD_PYTHON), `--worker new` (realm_hf and
+bare BERT, step by step interleaved) under this interpreter. One worker invocation times one case (warm-up steps, then timed repeats);
 for each case the invocations alternate old, new, and `--rounds` rounds repeat that, so load from other processes
 on a shared machine falls on both sides alike. Medians (and minimums) are over all repeats of all rounds. Inputs
 come from fixed-seed `torch.Generator`s (same torch version in both venvs); every worker reports a fingerprint of its
