@@ -39,9 +39,9 @@ The old classes live in another virtualenv (transformers 4.57.6), so every measu
 process: `--worker old` under /work/oldrealm-venv/bin/python (or $REALM_OLD_PYTHON), `--worker new` (realm_hf and
 bare BERT, step by step interleaved) under this interpreter. One worker invocation times one case (warm-up steps, then
 timed repeats); for each case the invocations alternate old, new, and `--rounds` rounds repeat that, so load from
-other processes on a shared machine falls on both sides alike. Medians (and minimums) are over all repeats of all rounds. Inputs
-come from fixed-seed `torch.Generator`s (same torch version in both venvs); every worker reports a fingerprint of its
-inputs and the driver checks they agree.
+other processes on a shared machine falls on both sides alike. Medians (and minimums) are over all repeats of all
+rounds. Inputs come from fixed-seed `torch.Generator`s (same torch version in both venvs); every worker reports a
+fingerprint of its inputs and the driver checks they agree.
 """
 
 from __future__ import annotations
