@@ -173,3 +173,19 @@ def test_get_blocks_returns_rows_shaped_like_the_ids(embedder):
     assert index.get_blocks([5, 6], columns=["text"]) == {"text": ["block 5", "block 6"]}
     with pytest.raises(KeyError, match="999"):
         index.get_blocks([1, 999])
+
+
+def test_a_faiss_index_asked_for_a_gpu_that_faiss_lacks_says_so_once_and_searches_on_the_cpu(caplog):
+    import faiss
+
+    if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0:
+        pytest.skip("faiss has GPUs here: the index moves to them")
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((50, 8)).astype(np.float32)
+    with caplog.at_level("WARNING", logger="realm_hf.index.backends"):
+        # a trainer on a GPU loads a refreshed index at every swap: one warning, not one per index
+        indexes = [_index(vectors, "Flat", device="cuda:7") for _ in range(3)]
+    said = [r for r in caplog.records if "faiss has no GPUs" in r.getMessage()]
+    assert len(said) == 1 and "cuda:7" in said[0].getMessage()
+    scores, ids = indexes[-1].search(vectors[:2], 1)
+    assert ids[:, 0].tolist() == np.argmax(vectors[:2] @ vectors.T, axis=1).tolist()

@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 TORCH_EXACT = "torch-exact"
 FAISS_FILE = "index.faiss"
 _ADD_CHUNK = 65_536
+_WARNED_NO_FAISS_GPU: set[str] = set()  # devices already told that faiss searches on the CPU
 
 
 def import_faiss() -> Any:
@@ -292,10 +293,12 @@ class FaissBackend:
             return self.index
         faiss = import_faiss()
         if not hasattr(faiss, "index_cpu_to_all_gpus") or faiss.get_num_gpus() == 0:
-            logger.warning(
-                "device=%s requested but faiss has no GPUs (install realm_hf[faiss-gpu]); searching on CPU",
-                self.device,
-            )
+            if str(self.device) not in _WARNED_NO_FAISS_GPU:  # once per process: a trainer loads an index per refresh
+                _WARNED_NO_FAISS_GPU.add(str(self.device))
+                logger.warning(
+                    "device=%s requested but faiss has no GPUs (install realm_hf[faiss-gpu]); searching on CPU",
+                    self.device,
+                )
             return self.index
         try:
             return faiss.index_cpu_to_all_gpus(self.index)

@@ -58,12 +58,12 @@ def build_index_from_snapshot(
     autocast = autocast_dtype(dtype)
     used = str(next(retriever.document_embedder.parameters()).device)
     logger.info("Embedding the corpus on %s with %d torch threads", used, torch.get_num_threads())
+    # the tower embeds on `target`; the search structure stays on the CPU (the trainer moves it on load), so a
+    # builder on a GPU neither copies a faiss index there nor warns that faiss-cpu has no GPU
     index = RealmIndex.build(
         blocks, retriever, tokenizer=tokenizer, index_type=index_type, batch_size=batch_size, dtype=autocast,
-        step=step, device=target,
+        step=step,
     )
-    if target.type != "cpu":
-        index = index.to("cpu")
     index.build_info = {"device": used}
     return index
 
