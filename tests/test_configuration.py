@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 from huggingface_hub.errors import StrictDataclassClassValidationError
 from transformers import AutoConfig, BertConfig
@@ -49,3 +52,16 @@ def test_composite_config_round_trip(tmp_path, tiny_bert):
     assert isinstance(loaded.retriever_config, RealmRetrieverConfig)
     assert loaded.retriever_config.bert_config.hidden_size == 32
     assert loaded.reader_config.max_span_width == 4
+
+
+def test_a_transformers_without_sub_config_specs_is_named_with_the_fix():
+    # transformers < 5.20 has no SubConfigSpec: a GPU image with 5.17 failed with a bare "cannot import name"
+    script = (
+        "import transformers.configuration_utils as utils\n"
+        "del utils.SubConfigSpec  # as in transformers 5.19 and before\n"
+        "import realm_hf.configuration\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "realm_hf needs transformers>=5.20" in last and "pip install 'transformers>=5.20,<6'" in last, last

@@ -192,6 +192,25 @@ def test_index_from_a_hub_repo_id_matches_the_original(tmp_path, hub_cache):
     check_index_matches_model(loaded, model)  # the pairing holds after the round trip
 
 
+def test_offline_reads_never_ask_the_hub_for_a_pinned_commit(tmp_path, hub_cache, monkeypatch):
+    # huggingface_hub 1.x lists a pinned commit's files online even with HF_HUB_OFFLINE=1 (and fails); 2.x asks, then
+    # falls back to the cache. Offline, realm_hf reads the cache only, whatever the version.
+    index = tiny_index(tiny_open_qa())
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    write_index_bundle(index, bundle)
+    populate_cache(hub_cache, INDEX_REPO, bundle, repo_type="dataset")
+
+    def online(*args, **kwargs):
+        raise AssertionError("went to the Hub while offline")
+
+    monkeypatch.setattr(HfApi, "list_repo_tree", online)
+    monkeypatch.setattr(HfApi, "repo_info", online)
+    loaded = RealmIndex.from_pretrained(INDEX_REPO, revision=COMMIT)
+    assert loaded.num_blocks == index.num_blocks
+    assert cli_main(["download", INDEX_REPO, "--index", "--revision", COMMIT]) == 0
+
+
 def test_index_bundle_asks_only_for_what_the_index_type_needs():
     model = tiny_open_qa()
     assert "index.faiss" in index_bundle_patterns(tiny_index(model, "Flat").manifest)
