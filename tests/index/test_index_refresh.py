@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 
@@ -168,3 +169,18 @@ def test_builder_must_be_importable(tmp_path):
         IndexRefresher(tmp_path, lambda state_dict, step: None)
     with pytest.raises(ValueError, match="JSON-able"):
         IndexRefresher(tmp_path, build_index, {"blocks": object()})
+
+
+def test_the_builder_process_logs_as_the_trainer_does(tmp_path, blocks_dir, caplog, capfd):
+    # the CLI shows realm_hf's INFO lines and other libraries' from WARNING (`configure_logging`): so does the builder
+    caplog.set_level("INFO", logger="realm_hf")
+    assert logging.getLogger().getEffectiveLevel() > logging.INFO
+    tower = _DocTower()
+    refresher = IndexRefresher(
+        tmp_path / "r", build_index, {"blocks_dir": blocks_dir}, mode="process",
+        index=build_index(tower.state_dict(), 0, blocks_dir), num_threads=1,
+    )
+    refresher.request_refresh(10, tower.state_dict())
+    assert refresher.wait(timeout=120)
+    assert refresher.maybe_swap(11) is not None
+    assert "[index builder] INFO realm_hf.index.mips: Built torch-exact index" in capfd.readouterr().err

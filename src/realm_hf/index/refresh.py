@@ -185,9 +185,11 @@ def builder_report(index: RealmIndex | None = None) -> dict[str, Any]:
     }
 
 
-def _process_main(job_path: str, log_level: int) -> None:
-    """Entry point of the spawned builder process (a module-level function, as spawn requires)."""
+def _process_main(job_path: str, log_level: int, realm_hf_log_level: int = logging.NOTSET) -> None:
+    """Entry point of the spawned builder process (a module-level function, as spawn requires). It logs as the
+    trainer does: `log_level` for the root logger, `realm_hf_log_level` for realm_hf's own (see `configure_logging`)."""
     logging.basicConfig(level=log_level, format="%(asctime)s [index builder] %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("realm_hf").setLevel(realm_hf_log_level)
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
     if job.get("num_threads"):
@@ -433,7 +435,7 @@ class IndexRefresher:
             context = torch.multiprocessing.get_context("spawn")
             build.worker = context.Process(
                 target=_process_main,
-                args=(job_path, logging.getLogger().getEffectiveLevel()),
+                args=(job_path, logging.getLogger().getEffectiveLevel(), logging.getLogger("realm_hf").level),
                 daemon=True,
                 name=f"index-builder-{build.step}",
             )
