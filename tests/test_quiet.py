@@ -132,3 +132,8 @@ def test_the_log_shows_our_info_lines_and_other_libraries_only_from_warning():
                           if m in result.stderr}
     assert shown[False] == {"third-party warning", "our info"}, shown
     assert shown[True] == {"third-party info", "third-party warning", "our info", "our debug"}, shown
+    # a program that configured its logging (say at WARNING) before calling `realm_hf.convert.main` keeps it
+    own = "import logging; logging.basicConfig(level=logging.WARNING)\n" + script.format(verbose=False)
+    result = subprocess.run([sys.executable, "-c", own], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "third-party warning" in result.stderr, result.stderr
+    assert "our info" not in result.stderr, result.stderr

@@ -160,11 +160,13 @@ def configure_logging(verbose: bool = False) -> None:
     The log of a realm_hf command or example script: realm_hf's own INFO lines, other libraries' only from WARNING
     (`datasets` announces at INFO which of JAX / TensorFlow it found, accelerate its set-up), each line on its own
     under the progress bars ([`ProgressBarSafeHandler`]). `verbose`: everything from DEBUG. Like `logging.basicConfig`,
-    it leaves a root logger that already has handlers as it is.
+    it leaves the logging of a program that configured its own (a root logger with handlers) as it is.
 
     Args:
         verbose (`bool`, *optional*, defaults to `False`): DEBUG lines of every library too.
     """
+    if logging.getLogger().handlers:
+        return
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format=LOG_FORMAT, handlers=[ProgressBarSafeHandler()]
     )

@@ -185,7 +185,7 @@ def builder_report(index: RealmIndex | None = None) -> dict[str, Any]:
     }
 
 
-def _process_main(job_path: str, log_level: int, realm_hf_log_level: int = logging.NOTSET) -> None:
+def _process_main(job_path: str, log_level: int, realm_hf_log_level: int) -> None:
     """Entry point of the spawned builder process (a module-level function, as spawn requires). It logs as the
     trainer does: `log_level` for the root logger, `realm_hf_log_level` for realm_hf's own (see `configure_logging`)."""
     logging.basicConfig(level=log_level, format="%(asctime)s [index builder] %(levelname)s %(name)s: %(message)s")
