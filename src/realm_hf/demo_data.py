@@ -9,6 +9,9 @@
   the kinds of questions asked. Questions equal to an evaluation question, sharing a reference answer with one, or
   naming one in their text are left out, so no evaluation answer is ever a training target or a training question's
   word.
+- Reading questions ([`demo_reading_questions`]): wh-cloze questions made from the demo corpus's own sentences
+  (`realm_hf.data.cloze_questions`), every sentence naming an evaluation answer left out; the reader reads them with
+  their source block before fine-tuning.
 """
 
 from __future__ import annotations
@@ -121,3 +124,17 @@ def shared_qa_training_questions(
         len(examples), len(candidates), ", ".join(SHARED_QA_FILES),
     )
     return examples
+
+
+def demo_reading_questions(articles: list[dict], exclude: list[dict], seed: int = 0) -> list[dict[str, Any]]:
+    r"""
+    Wh-cloze reading questions ([`wh_cloze_questions`]) from the sentences of the demo corpus `articles`; a sentence
+    that names (whole words) a reference answer of an evaluation question of `exclude` gives none, so no evaluation
+    answer is a reading target or a reading question's word. Needs spaCy and its English pipeline.
+    """
+    from .data.cloze_questions import wh_cloze_questions
+
+    excluded = sorted({answer for row in exclude for answer in row["answers"]})
+    return wh_cloze_questions(
+        articles, skip_sentence=lambda sentence: any(_mentions(sentence, answer) for answer in excluded), seed=seed
+    )

@@ -185,13 +185,18 @@ class SalientSpanTagger:
         return nlp
 
     def __call__(self, texts: list[str]) -> list[list[Span]]:
+        return [[(start, end) for start, end, _ in entities] for entities in self.entities(texts)]
+
+    def entities(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        """For each text, the `(char_start, char_end, label)` of its entities whose label is in `labels`."""
         nlp = self._load()
-        spans = []
-        for doc in nlp.pipe(texts, batch_size=self.batch_size, disable=self._disable):
-            spans.append(
-                [(ent.start_char, ent.end_char) for ent in doc.ents if self.labels is None or ent.label_ in self.labels]
-            )
-        return spans
+        return [
+            [
+                (ent.start_char, ent.end_char, ent.label_)
+                for ent in doc.ents if self.labels is None or ent.label_ in self.labels
+            ]
+            for doc in nlp.pipe(texts, batch_size=self.batch_size, disable=self._disable)
+        ]
 
 
 class TokenClassificationTagger:
