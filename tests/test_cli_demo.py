@@ -197,7 +197,8 @@ def test_reading_questions_come_from_the_corpus_and_name_no_evaluation_answer(de
     texts = {article["id"]: article["text"] for article in read_jsonl(output / "data" / "corpus.jsonl")}
     rows = read_jsonl(output / "data" / "reading-qa.jsonl")
     answers = {answer.lower() for row in load_demo_questions(DEMO_QUESTIONS_FILE) for answer in row["answers"]}
-    assert len(rows) >= 20
+    reading_steps = int(TINY_DEMO[TINY_DEMO.index("--reading-steps") + 1])
+    assert len(rows) == reading_steps * commands.DEMO_OPEN_QA_BATCH_SIZE  # as many as the stage reads, each once
     for row in rows:
         assert row["answers"][0] in texts[row["article_id"]]  # an entity of one of its article's sentences
         assert re.search(r"\b(who|what|when|which|how)\b", row["question"]), row  # the wh-phrase in its place

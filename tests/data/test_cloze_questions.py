@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from realm_hf.data.cloze_questions import cloze_question, wh_cloze_questions, wh_phrase
+from realm_hf.data.cloze_questions import TAGGING_CHUNK, cloze_question, wh_cloze_questions, wh_phrase
 
 LONDON = "London stands on the River Thames in southeast England, at the head of a 50-mile tidal estuary."
 
@@ -66,6 +66,23 @@ def test_skipped_sentences_and_the_limit_are_respected():
     assert len(wh_cloze_questions(articles, tagger=tag_by_hand, limit=3)) == 3
     kept = wh_cloze_questions(articles, tagger=tag_by_hand, skip_sentence=lambda sentence: "number 4" in sentence)
     assert len(kept) == 9 and not any("number 4" in row["question"] for row in kept)
+
+
+def test_with_a_limit_only_a_sample_of_the_sentences_is_tagged():
+    articles = [{"id": f"a{i}", "title": "Ada", "text": f"Ada Lovelace wrote program number {i} in 1843."}
+                for i in range(3 * TAGGING_CHUNK)]
+    tagged: list[str] = []
+
+    def counting_tagger(texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        tagged.extend(texts)
+        return tag_by_hand(texts)
+
+    rows = wh_cloze_questions(articles, tagger=counting_tagger, limit=5)
+    assert len(rows) == 5
+    assert len(tagged) == TAGGING_CHUNK  # one chunk gave enough; the other 2,000 sentences were never tagged
+    numbers = sorted(int(text.split("number ")[1].split()[0]) for text in tagged)
+    assert numbers[-1] >= TAGGING_CHUNK  # a sample over the whole corpus, not its first sentences
+    assert wh_cloze_questions(articles, tagger=tag_by_hand, limit=5) == rows  # seeded
 
 
 @pytest.mark.skipif(

@@ -37,6 +37,8 @@ TYPE_NOUNS = frozenset({
 """Nouns that name an entity's type when they start or end it ("River Thames", "Pacific Ocean"): "which river"."""
 CONTEXT_WORDS = (8, 10)
 """Words of the sentence kept before and after the wh-phrase."""
+TAGGING_CHUNK = 1000
+"""Sentences tagged per call of the tagger (with a `limit`, tagging stops at the first chunk that reaches it)."""
 
 
 def wh_phrase(entity: str, label: str) -> str:
@@ -84,7 +86,9 @@ def wh_cloze_questions(
             `entities` of a [`SalientSpanTagger`] keeping every label of [`WH_BY_LABEL`] (spaCy).
         skip_sentence (`Callable[[str], bool]`, *optional*): Sentences for which it returns `True` give no question
             (the demo leaves out every sentence that names an evaluation answer).
-        limit (`int`, *optional*): Questions returned at most (a seeded sample).
+        limit (`int`, *optional*): Questions returned at most: a seeded sample of the sentences is tagged until it
+            gives that many (spaCy tags about 350 sentences a second on one core, so a large corpus is not tagged
+            whole for a few thousand questions).
         min_words (`int`): Shorter sentences give no question.
         seed (`int`): Seed of the entity choice and of the sample.
 
@@ -103,16 +107,22 @@ def wh_cloze_questions(
         if len(sentence.split()) >= min_words and not (skip_sentence and skip_sentence(sentence))
     ]
     rng = random.Random(seed)
+    if limit is not None:  # a seeded sample of sentences, tagged only until it gives `limit` questions
+        rng.shuffle(sentences)
     rows = []
-    for (article, sentence), entities in zip(sentences, tagger([sentence for _, sentence in sentences])):
-        entities = [(start, end, label) for start, end, label in entities if end - start > 1]
-        if not entities:
-            continue
-        start, end, label = rng.choice(entities)
-        rows.append({
-            "question": cloze_question(sentence, start, end, label), "answers": [sentence[start:end]],
-            "answer_format": "text", "title": article["title"], "article_id": article["id"],
-        })
+    for first in range(0, len(sentences), TAGGING_CHUNK):
+        chunk = sentences[first : first + TAGGING_CHUNK]
+        for (article, sentence), entities in zip(chunk, tagger([sentence for _, sentence in chunk])):
+            entities = [(start, end, label) for start, end, label in entities if end - start > 1]
+            if not entities:
+                continue
+            start, end, label = rng.choice(entities)
+            rows.append({
+                "question": cloze_question(sentence, start, end, label), "answers": [sentence[start:end]],
+                "answer_format": "text", "title": article["title"], "article_id": article["id"],
+            })
+        if limit is not None and len(rows) >= limit:
+            break
     rng.shuffle(rows)
     rows = rows[:limit] if limit is not None else rows
     logger.info("Made %d wh-cloze reading questions from %d sentences of %d articles", len(rows), len(sentences),
