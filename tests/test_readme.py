@@ -20,7 +20,7 @@ from realm_hf.cli import main
 README = Path(__file__).resolve().parents[1] / "README.md"
 NEEDS_HUB = "# needs the Hub"
 TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
-             "--reader-warmup-steps", "1", "--finetune-steps", "2"]
+             "--reading-steps", "2", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
 
 
 def python_blocks(text: str) -> list[tuple[int, str]]:

@@ -134,9 +134,9 @@ def run_retrieval_demo(
 ) -> None:
     r"""
     The fast path of the demo, no training: index `max_articles` articles of the embedded corpus (default: the demo's
-    [`DEMO_INDEX_ARTICLES`], chosen as the full demo chooses them without its training articles: BM25's best for the
-    questions plus an even spread, see [`select_demo_articles`]) with the packaged MiniLM and retrieve evidence for
-    `questions`. It embeds the corpus once; the full demo embeds it twice and trains.
+    [`DEMO_INDEX_ARTICLES`], all of them; fewer are chosen as the full demo chooses them without its training
+    articles: BM25's best for the questions plus an even spread, see [`select_demo_articles`]) with the packaged
+    MiniLM and retrieve evidence for `questions`. It embeds the corpus once and trains nothing.
     """
     began = time.time()
     questions = questions or DEMO_QUESTIONS

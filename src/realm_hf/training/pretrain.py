@@ -29,6 +29,7 @@ from ..index.manifest import fingerprint_module
 from ..initial_weights import resolve_bert_path
 from ..metrics import CorpusAnswerFinder, recall_at_k
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
+from ..quiet import quiet_checkpoint_io
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .index_builder import build_index_from_snapshot, refresh_resources
 from .loop import TRAINER_STATE, TrainingLoop, complete_checkpoints, decay_parameter_groups, resolve_checkpoint
@@ -313,7 +314,8 @@ class RealmPretrainer(TrainingLoop):
             self.retriever.save_pretrained(self.retriever_dir)
             self.tokenizer.save_pretrained(self.retriever_dir)
             if not os.path.isdir(self.blocks_dir):
-                self.blocks.save_to_disk(self.blocks_dir)
+                with quiet_checkpoint_io():  # a copy for the builder process; the index logs its own save
+                    self.blocks.save_to_disk(self.blocks_dir)
         self.accelerator.wait_for_everyone()
         self.index_root = os.path.join(self.args.output_dir, "index")
         checkpoint = resolve_checkpoint(self.args.output_dir, self.args.resume_from_checkpoint)
