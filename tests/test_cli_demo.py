@@ -241,6 +241,15 @@ def test_demo_corpus_spreads_over_the_alphabet():
     assert {"A", "F", "M", "S", "W"} <= initials  # a spread, not a prefix of the title-sorted corpus
 
 
+def test_the_default_demo_corpus_is_the_whole_embedded_corpus_in_a_shuffled_order(caplog):
+    articles = [{"id": f"a{i}", "title": f"Title {i}", "text": f"Article number {i} about rivers."} for i in range(30)]
+    with caplog.at_level(logging.INFO, logger="realm_hf.commands"):
+        selected, _ = commands.select_demo_articles(["which river"], commands.DEMO_INDEX_ARTICLES, articles=articles)
+    assert sorted(a["id"] for a in selected) == sorted(a["id"] for a in articles)  # each once, none chosen away
+    assert [a["id"] for a in selected] != [a["id"] for a in articles]  # shuffled: pre-training takes a prefix
+    assert "Demo corpus: all 30 embedded articles" in caplog.text
+
+
 def test_masking_falls_back_to_random_spans_without_spacy(monkeypatch, caplog):
     monkeypatch.setattr(commands, "_salient_span_available", lambda: False)
     with caplog.at_level(logging.WARNING, logger="realm_hf.commands"):

@@ -278,11 +278,14 @@ def select_demo_articles(
     spread = np.unique(np.linspace(0, len(rest) - 1, num=size - len(taken)).round().astype(int)) if rest and size > len(taken) else []
     chosen = taken + [rest[i] for i in spread]
     random.Random(seed).shuffle(chosen)
-    logger.info(
-        "Demo corpus: %d of %d embedded articles (%d chosen by BM25 for the %d questions, %d holding training answers, "
-        "%d spread over the rest)", len(chosen), len(articles), len(focus), len(questions), len(taken) - len(focus),
-        len(chosen) - len(taken),
-    )
+    if len(chosen) == len(articles):
+        logger.info("Demo corpus: all %d embedded articles", len(chosen))
+    else:
+        logger.info(
+            "Demo corpus: %d of %d embedded articles (%d chosen by BM25 for the %d questions, %d holding training "
+            "answers, %d spread over the rest)", len(chosen), len(articles), len(focus), len(questions),
+            len(taken) - len(focus), len(chosen) - len(taken),
+        )
     return [articles[i] for i in chosen], [articles[i]["id"] for i in focus]
 
 
