@@ -83,6 +83,13 @@ def test_demo_writes_every_stage(demo_run):
     assert manifest["num_blocks"] >= 40
 
 
+def test_the_demo_shows_its_own_bars_only(demo_run):
+    """Splitting, masking and dataset loading each log a line of their own; only embedding and training draw bars."""
+    for datasets_bar in ("Splitting articles into blocks", "Masking sentences", "Generating train split"):
+        assert datasets_bar not in demo_run["stderr"]
+    assert "Embedding blocks" in demo_run["stderr"] and "train:" in demo_run["stderr"]
+
+
 def test_demo_answers_with_source_and_evidence(demo_run):
     stdout = demo_run["stdout"]
     for question in commands.DEMO_QUESTIONS:

@@ -27,6 +27,7 @@ from .demo_defaults import (
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
 from .modeling import RealmForOpenQA, RealmRetriever
+from .quiet import without_datasets_bars
 from .training.precision import autocast_dtype, resolve_embed_dtype, resolve_mixed_precision
 from .validation import (
     UsageError, check_corpus, check_index_dir, check_index_type, check_model, check_positive, check_texts,
@@ -564,7 +565,8 @@ def run_demo(output: str, questions: list[str] | None = None, settings: DemoSett
             return
         began = time.perf_counter()
         logger.info("Stage %s: starting (into %s)", name, where)
-        run()
+        with without_datasets_bars():  # each sub-step logs its own line; the bars left are embedding and training
+            run()
         timings[name] = time.perf_counter() - began
         logger.info("Stage %s: done in %.1fs", name, timings[name])
 
