@@ -3,6 +3,7 @@ report, no "seem corrupted"), checkpoint reads/writes show no per-checkpoint bar
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import subprocess
@@ -137,3 +138,19 @@ def test_the_log_shows_our_info_lines_and_other_libraries_only_from_warning():
     result = subprocess.run([sys.executable, "-c", own], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "third-party warning" in result.stderr, result.stderr
     assert "our info" not in result.stderr, result.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bm25s") is None, reason="needs bm25s")
+def test_bm25s_debug_lines_stay_out_of_the_log():
+    # bm25s sets its own logger to DEBUG on import: "bm25s: Building index from IDs objects" in every demo log
+    script = (
+        "from realm_hf.quiet import configure_logging\n"
+        "configure_logging(False)\n"
+        "from realm_hf.index.bm25 import Bm25Retriever\n"
+        "Bm25Retriever([{'block_id': 0, 'title': 'Nile', 'text': 'The Nile is a river.'},\n"
+        "               {'block_id': 1, 'title': 'Cairo', 'text': 'Cairo is a city.'}])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Built BM25 over 2 blocks" in result.stderr  # our own INFO line
+    assert "bm25s:" not in result.stderr, result.stderr

@@ -132,6 +132,19 @@ def quiet_faiss_loader() -> None:
         logger.setLevel(logging.WARNING)
 
 
+BM25S_LOGGER = "bm25s"
+"""bm25s sets its logger to DEBUG when imported (0.2), so its debug lines ("Building index from IDs objects") pass
+the handlers of any program that logs at INFO."""
+
+
+def unforce_bm25s_debug() -> None:
+    """Let bm25s' logger inherit its level again (call right after `import bm25s`) when it is at the DEBUG level
+    bm25s itself forces on import; a level set later by the user stays."""
+    logger = logging.getLogger(BM25S_LOGGER)
+    if logger.level == logging.DEBUG:
+        logger.setLevel(logging.NOTSET)
+
+
 class ProgressBarSafeHandler(logging.StreamHandler):
     r"""
     A `logging.StreamHandler` that writes each record through `tqdm.write`: an active progress bar is cleared, the

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..corpus.store import int_column
+from ..quiet import unforce_bm25s_debug
 
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ def _require_bm25s():
         raise ImportError(
             "The BM25 baseline needs the `bm25s` package: `pip install bm25s` (or `pip install 'realm_hf[bm25]'`)."
         ) from error
+    unforce_bm25s_debug()
     return bm25s
 
 
