@@ -181,7 +181,7 @@ class SalientSpanTagger:
             if name != "ner" and "ner" not in getattr(nlp.get_pipe(name), "listening_components", [])
         ]
         self._nlp = nlp
-        logger.info("Loaded spaCy %r for salient spans (disabled while tagging: %s)", self.model, self._disable)
+        logger.debug("Loaded spaCy %r for salient spans (disabled while tagging: %s)", self.model, self._disable)
         return nlp
 
     def __call__(self, texts: list[str]) -> list[list[Span]]:
