@@ -443,7 +443,7 @@ def reading_demo_model(
     """
     return _open_qa_demo_stage(
         output, pretrained, corpus_file, reading_file, settings, reader_warmup_steps=settings.reading_steps,
-        max_steps=settings.reading_steps, freeze_retriever=True, logging_steps=25,
+        max_steps=settings.reading_steps, freeze_retriever=True, logging_steps=200,
     )
 
 
@@ -459,7 +459,7 @@ def finetune_demo_model(
     return _open_qa_demo_stage(
         output, pretrained, corpus_file, qa_file, settings, reader_warmup_steps=settings.reader_warmup_steps,
         max_steps=settings.reader_warmup_steps + settings.finetune_steps,
-        freeze_retriever=not settings.train_retriever, logging_steps=5,
+        freeze_retriever=not settings.train_retriever, logging_steps=40,
     )
 
 
