@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 
 import pytest
 
@@ -68,7 +69,7 @@ def test_skipped_sentences_and_the_limit_are_respected():
     assert len(kept) == 9 and not any("number 4" in row["question"] for row in kept)
 
 
-def test_with_a_limit_only_a_sample_of_the_sentences_is_tagged():
+def test_with_a_limit_only_a_sample_of_the_sentences_is_tagged(caplog):
     articles = [{"id": f"a{i}", "title": "Ada", "text": f"Ada Lovelace wrote program number {i} in 1843."}
                 for i in range(3 * TAGGING_CHUNK)]
     tagged: list[str] = []
@@ -77,8 +78,10 @@ def test_with_a_limit_only_a_sample_of_the_sentences_is_tagged():
         tagged.extend(texts)
         return tag_by_hand(texts)
 
-    rows = wh_cloze_questions(articles, tagger=counting_tagger, limit=5)
+    with caplog.at_level(logging.INFO, logger="realm_hf.data.cloze_questions"):
+        rows = wh_cloze_questions(articles, tagger=counting_tagger, limit=5)
     assert len(rows) == 5
+    assert f"from {TAGGING_CHUNK} tagged of {3 * TAGGING_CHUNK} sentences" in caplog.text  # the log says how many
     assert len(tagged) == TAGGING_CHUNK  # one chunk gave enough; the other 2,000 sentences were never tagged
     numbers = sorted(int(text.split("number ")[1].split()[0]) for text in tagged)
     assert numbers[-1] >= TAGGING_CHUNK  # a sample over the whole corpus, not its first sentences

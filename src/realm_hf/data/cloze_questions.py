@@ -110,8 +110,10 @@ def wh_cloze_questions(
     if limit is not None:  # a seeded sample of sentences, tagged only until it gives `limit` questions
         rng.shuffle(sentences)
     rows = []
+    tagged = 0
     for first in range(0, len(sentences), TAGGING_CHUNK):
         chunk = sentences[first : first + TAGGING_CHUNK]
+        tagged += len(chunk)
         for (article, sentence), entities in zip(chunk, tagger([sentence for _, sentence in chunk])):
             entities = [(start, end, label) for start, end, label in entities if end - start > 1]
             if not entities:
@@ -125,6 +127,6 @@ def wh_cloze_questions(
             break
     rng.shuffle(rows)
     rows = rows[:limit] if limit is not None else rows
-    logger.info("Made %d wh-cloze reading questions from %d sentences of %d articles", len(rows), len(sentences),
-                len(articles))
+    logger.info("Made %d wh-cloze reading questions from %d tagged of %d sentences of %d articles", len(rows), tagged,
+                len(sentences), len(articles))
     return [{"id": i, **row} for i, row in enumerate(rows)]
