@@ -314,7 +314,7 @@ class RealmPretrainer(TrainingLoop):
             self.retriever.save_pretrained(self.retriever_dir)
             self.tokenizer.save_pretrained(self.retriever_dir)
             if not os.path.isdir(self.blocks_dir):
-                with quiet_checkpoint_io():  # a copy for the builder process; the index logs its own save
+                with quiet_checkpoint_io():  # the corpus copied for the index builder: no bar for a copy
                     self.blocks.save_to_disk(self.blocks_dir)
         self.accelerator.wait_for_everyone()
         self.index_root = os.path.join(self.args.output_dir, "index")
