@@ -60,3 +60,24 @@ def test_no_evaluation_answer_is_a_target_or_a_question_word(setup):
     for row in rows:  # each answered by the article recorded for it
         article = ARTICLES[int(row["article_id"])]
         assert article["title"] == row["title"] and row["answers"][0] in article["text"]
+
+
+def test_curatedtrec_regex_answers_become_the_text_they_match(setup, tmp_path):
+    bm25, qa_dir = setup
+    trec = [
+        ("Who founded Rome?", [r"Romul(us|o)"]),  # kept: the matched text is the answer
+        ("What is the capital of Norway?", [r"Osl(o|a)|Christiania"]),  # kept: only the alternative found
+        ("What language do they speak in Angola?", [r"Portug(u|e)ese"]),  # matches an evaluation answer whole
+        ("Who wrote Hamlet?", [r"is a tragedy written by William Shakespeare"]),  # 7 words: no span to learn
+        ("Who patented the telephone?", [r"(unclosed"]),  # does not compile: skipped, not an error
+    ]
+    with open(tmp_path / "curatedtrec-train.jsonl", "w", encoding="utf-8") as f:
+        for question, answers in trec:
+            f.write(json.dumps({"question": question, "answers": answers, "answer_format": "regex"}) + "\n")
+    rows = shared_qa_training_questions(ARTICLES, bm25, qa_dir, EVALUATION, limit=100, per_question=2)
+    from_trec = {row["question"]: row for row in rows if row["source"] == "curatedtrec-train.jsonl"}
+    assert set(from_trec) == {"Who founded Rome?", "What is the capital of Norway?"}
+    assert from_trec["Who founded Rome?"]["answers"] == ["Romulus"]
+    assert from_trec["What is the capital of Norway?"]["answers"] == ["Oslo"]
+    assert all(row["answer_format"] == "text" for row in from_trec.values())
+    assert from_trec["Who founded Rome?"]["title"] == "Rome"

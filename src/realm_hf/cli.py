@@ -71,7 +71,7 @@ def _add_demo(subparsers) -> None:
     parser.add_argument("--finetune-steps", type=int, default=DEMO_FINETUNE_STEPS, help="Open-QA fine-tuning steps after the warm-up (default: %(default)s).")
     parser.add_argument(
         "--train-retriever", action="store_true",
-        help="Fine-tune the query tower too, as REALM's Open-QA does (default: off: with the demo's ~1,000 training "
+        help="Fine-tune the query tower too, as REALM's Open-QA does (default: off: with the demo's ~1,400 training "
         "questions it learns answer types and retrieves worse, e.g. river articles for 'which river flows through "
         "cairo').",
     )
@@ -83,8 +83,8 @@ def _add_demo(subparsers) -> None:
     )
     parser.add_argument(
         "--train-qa", default="auto",
-        help="Folder of the shared QA sets to fine-tune on (WebQuestions train, NQ-open dev; questions answerable from "
-        "the corpus, the demo questions and their answers left out); 'auto': ../shared/data/qa when it exists; "
+        help="Folder of the shared QA sets to fine-tune on (WebQuestions train, NQ-open dev, CuratedTrec train; "
+        "questions answerable from the corpus, the demo questions and their answers left out); 'auto': ../shared/data/qa when it exists; "
         "'titles': questions made from the corpus itself (title probes) (default: %(default)s).",
     )
     parser.add_argument("--train-questions", type=int, default=DEMO_TRAIN_QUESTIONS, help="Training questions taken from --train-qa at most (default: %(default)s).")

@@ -4,8 +4,9 @@
   reference answers (used only to count right answers, never to build the corpus or the training set beyond the
   leakage filter below).
 - Training questions ([`shared_qa_training_questions`]): real questions of the shared QA training sets (WebQuestions
-  train, NQ-open dev) whose answer string occurs in one of their BM25 top articles of the embedded corpus (distant
-  supervision, as REALM's Open-QA fine-tuning: only the question and its answers are given). They teach the reader
+  train, NQ-open dev, CuratedTrec train) whose answer string (or, for CuratedTrec, a match of its answer regex)
+  occurs in one of their BM25 top articles of the embedded corpus (distant supervision, as REALM's Open-QA
+  fine-tuning: only the question and its answers are given). They teach the reader
   the kinds of questions asked. Questions equal to an evaluation question, sharing a reference answer with one, or
   naming one in their text are left out, so no evaluation answer is ever a training target or a training question's
   word.
@@ -24,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .metrics import normalize_answer
+from .metrics import compile_answer_pattern, normalize_answer
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +33,12 @@ DEMO_QUESTIONS_FILE = Path(__file__).resolve().parents[2] / "examples" / "demo_q
 """The demo's evaluation questions in a source checkout (`pip install -e`); `--questions-file` names another."""
 SHARED_QA_DIR = os.path.join("..", "shared", "data", "qa")
 """Where the shared QA sets live, relative to the working directory (see `../shared/data/DATA.md`)."""
-SHARED_QA_FILES = ("webquestions-train.jsonl", "nq-dev.jsonl")
-"""The text-answer QA sets the demo fine-tunes on (short factoid questions like the demo's own)."""
+SHARED_QA_FILES = ("webquestions-train.jsonl", "nq-dev.jsonl", "curatedtrec-train.jsonl")
+"""The QA sets the demo fine-tunes on (short factoid questions like the demo's own; CuratedTrec's answers are regular
+expressions). TriviaQA dev is left for evaluation."""
+MAX_ANSWER_WORDS = 5
+"""Words of a regex answer's match at most: CuratedTrec's patterns also match whole definitions ("measures
+temperature. A thermometer has ..."), which are no span for the reader to learn."""
 
 
 def load_demo_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
@@ -62,6 +67,49 @@ def _mentions(text: str, answer: str) -> bool:
     return len(answer) > 1 and re.search(r"(?<!\w)" + re.escape(answer) + r"(?!\w)", text, re.IGNORECASE) is not None
 
 
+def _regex_answers(row: dict[str, Any]) -> list[re.Pattern] | None:
+    """The compiled answer patterns of a regex row (CuratedTrec), `None` for a text row; a pattern that does not
+    compile is dropped (the row with it if none is left)."""
+    if row.get("answer_format", "text") != "regex":
+        return None
+    patterns = []
+    for answer in row["answers"]:
+        try:
+            patterns.append(compile_answer_pattern(answer))
+        except ValueError:
+            logger.debug("Skipping the answer regex %r of %r: it does not compile", answer, row["question"])
+    return patterns
+
+
+def _answers_an_evaluation_question(
+    row: dict[str, Any], excluded_answers: set[str], excluded_mentions: list[str]
+) -> bool:
+    """Whether a row's reference answers include an evaluation answer: a text answer equal to one (normalized), or
+    an answer regex that matches one whole ("the Nile|Nile river" for "Nile")."""
+    patterns = _regex_answers(row)
+    if patterns is None:
+        return bool({normalize_answer(answer) for answer in row["answers"]} & excluded_answers)
+    return any(pattern.fullmatch(answer) for pattern in patterns for answer in excluded_mentions)
+
+
+def _answers_in(text: str, row: dict[str, Any]) -> list[str]:
+    """The reference answers of `row` that `text` holds: text answers occurring as whole words, or, for regex answers,
+    the distinct texts of their first whole-word matches of at most [`MAX_ANSWER_WORDS`] words (the reader learns
+    spans of these texts, so the row is written as a text row)."""
+    patterns = _regex_answers(row)
+    if patterns is None:
+        return [answer for answer in row["answers"] if _mentions(text, answer)]
+    found: list[str] = []
+    for pattern in patterns:
+        for match in pattern.finditer(text):
+            answer = match.group(0).strip()
+            whole_words = _mentions(text, answer)
+            if answer and whole_words and len(answer.split()) <= MAX_ANSWER_WORDS and answer not in found:
+                found.append(answer)
+                break
+    return found
+
+
 def shared_qa_training_questions(
     articles: list[dict], bm25: Any, qa_dir: str, exclude: list[dict], limit: int, per_question: int = 3,
     seed: int = 0,
@@ -71,9 +119,12 @@ def shared_qa_training_questions(
 
     A question is kept when one of its reference answers occurs (whole words) in one of its `per_question` BM25
     best articles; the first such article is recorded (`article_id`, `title`) so the demo corpus can include it.
+    Regex answers (CuratedTrec) become the text they match there (short matches only, [`MAX_ANSWER_WORDS`]), so every
+    row returned is a text row.
     Questions whose normalized text equals an evaluation question's, whose answers share a normalized answer with
-    one, or whose text names an evaluation answer ("where is the planet jupiter located" for "what is the largest
-    planet": answer Jupiter) are dropped: no evaluation answer is a training target or a training question's word.
+    one (or a regex that matches one), or whose text names an evaluation answer ("where is the planet jupiter
+    located" for "what is the largest planet": answer Jupiter) are dropped: no evaluation answer is a training target
+    or a training question's word.
 
     Args:
         articles (`list[dict]`): The whole embedded corpus, `{"id", "title", "text"}`.
@@ -99,10 +150,9 @@ def shared_qa_training_questions(
             rows = [json.loads(line) for line in f if line.strip()]
         rows = [
             row for row in rows
-            if row.get("answer_format", "text") == "text"
-            and normalize_answer(row["question"]) not in excluded_questions
-            and not {normalize_answer(answer) for answer in row["answers"]} & excluded_answers
+            if normalize_answer(row["question"]) not in excluded_questions
             and not any(_mentions(row["question"], answer) for answer in excluded_mentions)
+            and not _answers_an_evaluation_question(row, excluded_answers, excluded_mentions)
         ]
         if not rows:
             continue
@@ -110,8 +160,8 @@ def shared_qa_training_questions(
         for row, positions in zip(rows, ranked):
             for position in positions:
                 article = articles[position]
-                answers = [answer for answer in row["answers"] if _mentions(article["text"], answer)]
-                if answers:
+                answers = _answers_in(article["text"], row)
+                if answers and not {normalize_answer(answer) for answer in answers} & excluded_answers:
                     candidates.append(
                         {"question": row["question"], "answers": answers, "answer_format": "text",
                          "title": article["title"], "article_id": article["id"], "source": name}
