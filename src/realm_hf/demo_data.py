@@ -110,6 +110,33 @@ def _answers_in(text: str, row: dict[str, Any]) -> list[str]:
     return found
 
 
+def find_answer_articles(
+    articles: list[dict], bm25: Any, rows: list[dict[str, Any]], per_question: int = 3
+) -> list[tuple[dict[str, Any], dict, list[str]]]:
+    r"""
+    The questions of `rows` (the QA JSONL format) that the corpus `articles` can answer, each with the first of its
+    `per_question` BM25 best articles that holds one of its answers ([`_answers_in`]: whole-word text answers, or the
+    short texts its answer regexes match there) and those answers: `(row, article, answers)` in the order of `rows`.
+
+    Args:
+        articles (`list[dict]`): The corpus, `{"id", "title", "text"}`.
+        bm25 ([`Bm25Retriever`]): BM25 over `articles`, `block_id` = position in `articles`.
+        rows (`list[dict]`): Questions with `"answers"` (and `"answer_format"`, default `"text"`).
+        per_question (`int`): BM25 articles searched for an answer.
+    """
+    if not rows:
+        return []
+    found = []
+    ranked = bm25.search_text([row["question"] for row in rows], k=per_question).tolist()  # [Q, per_question]
+    for row, positions in zip(rows, ranked):
+        for position in positions:
+            answers = _answers_in(articles[position]["text"], row)
+            if answers:
+                found.append((row, articles[position], answers))
+                break
+    return found
+
+
 def shared_qa_training_questions(
     articles: list[dict], bm25: Any, qa_dir: str, exclude: list[dict], limit: int, per_question: int = 3,
     seed: int = 0,
@@ -154,19 +181,12 @@ def shared_qa_training_questions(
             and not any(_mentions(row["question"], answer) for answer in excluded_mentions)
             and not _answers_an_evaluation_question(row, excluded_answers, excluded_mentions)
         ]
-        if not rows:
-            continue
-        ranked = bm25.search_text([row["question"] for row in rows], k=per_question).tolist()  # [Q, per_question]
-        for row, positions in zip(rows, ranked):
-            for position in positions:
-                article = articles[position]
-                answers = _answers_in(article["text"], row)
-                if answers and not {normalize_answer(answer) for answer in answers} & excluded_answers:
-                    candidates.append(
-                        {"question": row["question"], "answers": answers, "answer_format": "text",
-                         "title": article["title"], "article_id": article["id"], "source": name}
-                    )
-                    break
+        for row, article, answers in find_answer_articles(articles, bm25, rows, per_question):
+            if not {normalize_answer(answer) for answer in answers} & excluded_answers:
+                candidates.append(
+                    {"question": row["question"], "answers": answers, "answer_format": "text",
+                     "title": article["title"], "article_id": article["id"], "source": name}
+                )
     chosen = sorted(random.Random(seed).sample(range(len(candidates)), min(limit, len(candidates))))
     examples = [{"id": i, **candidates[c]} for i, c in enumerate(chosen)]
     logger.info(
