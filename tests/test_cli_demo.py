@@ -164,7 +164,7 @@ def test_an_unknown_span_normalization_is_refused_before_any_work():
 
 def test_training_questions_are_answered_by_their_articles(demo_run):
     from realm_hf.corpus import split_into_blocks
-    from realm_hf.demo_data import DEMO_QUESTIONS_FILE, load_demo_questions
+    from realm_hf.demo_data import DEMO_QUESTIONS_FILE, SHARED_QA_FILES, load_demo_questions
     from realm_hf.metrics import normalize_answer
 
     output = demo_run["output"]
@@ -183,7 +183,7 @@ def test_training_questions_are_answered_by_their_articles(demo_run):
         assert row["answer_format"] == "text" and titles[row["article_id"]] == row["title"]
         assert any(answer.lower() in texts[row["article_id"]] for answer in row["answers"])
         if settings["train_qa"]:  # real questions of the shared QA sets: no evaluation question or answer among them
-            assert row["source"] in ("webquestions-train.jsonl", "nq-dev.jsonl")
+            assert row["source"] in SHARED_QA_FILES
             assert not {normalize_answer(answer) for answer in row["answers"]} & held_out
             assert normalize_answer(row["question"]) not in {normalize_answer(r["question"]) for r in evaluation}
             padded = f" {normalize_answer(row['question'])} "
