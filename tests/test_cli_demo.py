@@ -257,6 +257,18 @@ def test_the_default_demo_corpus_is_the_whole_embedded_corpus_in_a_shuffled_orde
     assert "Demo corpus: all 30 embedded articles" in caplog.text
 
 
+def test_the_whole_corpus_comes_in_one_order_whatever_the_training_questions():
+    # the training questions' articles are chosen first; they must not reorder the sample (pre-training takes its
+    # prefix, the reading questions are drawn from it), or a change of training questions resamples everything
+    articles = [{"id": f"a{i}", "title": f"Title {i}", "text": f"Article number {i} about rivers."} for i in range(30)]
+    orders = [
+        [a["id"] for a in commands.select_demo_articles(
+            ["which river"], commands.DEMO_INDEX_ARTICLES, required=required, articles=articles)[0]]
+        for required in ([], [3, 17], [29, 0, 11, 5])
+    ]
+    assert orders[0] == orders[1] == orders[2]
+
+
 def test_masking_falls_back_to_random_spans_without_spacy(monkeypatch, caplog):
     monkeypatch.setattr(commands, "_salient_span_available", lambda: False)
     with caplog.at_level(logging.WARNING, logger="realm_hf.commands"):

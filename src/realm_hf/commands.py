@@ -264,8 +264,9 @@ def select_demo_articles(
     sorted by title, so a prefix would be all "A..."): for each question its `focus_per_question` best articles by
     BM25 (when `bm25s` is installed; at most half the corpus), then the `required` articles (positions in the
     embedded corpus: those holding the answers of the training questions), then an even spread over the rest of the
-    alphabet; shuffled with `seed`, so any prefix is a sample too (pre-training takes one). Articles are chosen by
-    the questions' words, never by their answers.
+    alphabet; shuffled with `seed` from their corpus order, so any prefix is a sample too (pre-training takes one) and
+    the same articles always come in the same order. Articles are chosen by the questions' words, never by their
+    answers.
 
     Returns:
         `(articles, focus_ids)`: the `{"id", "title", "text"}` articles and the ids of those BM25 chose.
@@ -277,7 +278,10 @@ def select_demo_articles(
     chosen_set = set(taken)
     rest = [i for i in range(len(articles)) if i not in chosen_set]
     spread = np.unique(np.linspace(0, len(rest) - 1, num=size - len(taken)).round().astype(int)) if rest and size > len(taken) else []
-    chosen = taken + [rest[i] for i in spread]
+    # the order depends on which articles were chosen, not on why: the whole corpus is always the same sample
+    # order, whatever the training questions (their articles would otherwise reorder it, and with it the pre-training
+    # articles and the reading questions drawn from it)
+    chosen = sorted(taken + [rest[i] for i in spread])
     random.Random(seed).shuffle(chosen)
     if len(chosen) == len(articles):
         logger.info("Demo corpus: all %d embedded articles", len(chosen))
