@@ -85,7 +85,7 @@ def _answers_an_evaluation_question(
     row: dict[str, Any], excluded_answers: set[str], excluded_mentions: list[str]
 ) -> bool:
     """Whether a row's reference answers include an evaluation answer: a text answer equal to one (normalized), or
-    an answer regex that matches one whole ("the Nile|Nile river" for "Nile")."""
+    an answer regex that matches one whole ("(the )?Nile( River)?" for "Nile")."""
     patterns = _regex_answers(row)
     if patterns is None:
         return bool({normalize_answer(answer) for answer in row["answers"]} & excluded_answers)
