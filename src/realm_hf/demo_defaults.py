@@ -38,5 +38,5 @@ DEMO_READING_STEPS = 2400
 once with its source block), `--reading-steps`: 9,600 questions from a seeded sample of the corpus's sentences. On an
 H200, 500 TriviaQA dev questions the demo never trains on (answer in the corpus) were answered 145 times after 1,200
 steps and 166 after 2,400 (173 with CuratedTrec's questions in fine-tuning too), and "which river flows through cairo"
-came right only after 2,400 ("Nile" 0.46 against "Egypt" 0.05); see the README for the CPU runs. 1,200 halve the
-stage's time (3/4 right)."""
+came right only after 2,400 ("Nile" 0.46 against "Egypt" 0.05), in three of the four samples tried; see the README
+for the CPU runs. 1,200 halve the stage's time."""
