@@ -103,8 +103,7 @@ def _answers_in(text: str, row: dict[str, Any]) -> list[str]:
     for pattern in patterns:
         for match in pattern.finditer(text):
             answer = match.group(0).strip()
-            whole_words = _mentions(text, answer)
-            if answer and whole_words and len(answer.split()) <= MAX_ANSWER_WORDS and answer not in found:
+            if _mentions(text, answer) and len(answer.split()) <= MAX_ANSWER_WORDS and answer not in found:
                 found.append(answer)
                 break
     return found
