@@ -95,6 +95,7 @@ from realm_hf.training.loop import _agreed_mixed_precision
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 chosen = _agreed_mixed_precision("auto")
 print(json.dumps({"rank": PartialState().process_index, "chosen": chosen}), flush=True)
+PartialState().destroy_process_group()  # as a trainer's end_training() does: gloo's threads may not outlive exit
 """
 
 
