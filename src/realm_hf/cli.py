@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS,
-    DEMO_READING_STEPS, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
+    DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .quiet import configure_logging
 
@@ -62,6 +62,11 @@ def _add_demo(subparsers) -> None:
         "--reading-steps", type=int, default=DEMO_READING_STEPS,
         help="Reading steps after pre-training: wh-cloze questions made from the corpus ('london stands on which river "
         "in southeast england'), each read with its source block (needs spaCy) (default: %(default)s; 0: none).",
+    )
+    parser.add_argument(
+        "--reading-negatives", type=int, default=DEMO_READING_NEGATIVES,
+        help="Blocks without the answer read beside each reading question's source block, so that the reader learns "
+        "which block answers (default: %(default)s).",
     )
     parser.add_argument(
         "--reader-warmup-steps", type=int, default=DEMO_READER_WARMUP_STEPS,
@@ -275,6 +280,7 @@ def _demo(args: argparse.Namespace) -> int:
     settings = DemoSettings(
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps, reading_steps=args.reading_steps,
+        reading_negatives=args.reading_negatives,
         reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
         train_retriever=args.train_retriever, span_normalization=args.span_normalization,

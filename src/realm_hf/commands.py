@@ -21,7 +21,7 @@ from .configuration import SPAN_NORMALIZATIONS
 from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES,
-    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_STEPS, DEMO_SPAN_NORMALIZATION,
+    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_SPAN_NORMALIZATION,
     DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
@@ -177,6 +177,8 @@ class DemoSettings:
         reading_steps (`int`): Reading steps between pre-training and fine-tuning (batch 4): wh-cloze questions made
             from the demo corpus ([`demo_reading_questions`]), each read with its source block only (0, or without
             spaCy: none).
+        reading_negatives (`int`): Hard negatives read beside each reading question's source block: the best-ranked
+            of its top 20 blocks without its answer (`OpenQaArguments.reader_warmup_negatives`).
         reader_warmup_steps (`int`): Open-QA reader warm-up steps first (batch 4, each training question read with
             its evidence block only: the best-ranked of its top 20 blocks that holds an answer; 0: none).
         finetune_steps (`int`): Open-QA fine-tuning steps after it (batch 4, top-5 blocks).
@@ -196,6 +198,7 @@ class DemoSettings:
     pretrain_articles: int = DEMO_PRETRAIN_ARTICLES
     pretrain_steps: int = DEMO_PRETRAIN_STEPS
     reading_steps: int = DEMO_READING_STEPS
+    reading_negatives: int = DEMO_READING_NEGATIVES
     reader_warmup_steps: int = DEMO_READER_WARMUP_STEPS
     finetune_steps: int = DEMO_FINETUNE_STEPS
     tiny_models: bool = False
@@ -207,7 +210,7 @@ class DemoSettings:
 
     def __post_init__(self) -> None:
         smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reading_steps": 0,
-                    "reader_warmup_steps": 0,
+                    "reading_negatives": 0, "reader_warmup_steps": 0,
                     "finetune_steps": 1, "train_questions": 1}
         for name, minimum in smallest.items():
             value = getattr(self, name)
@@ -411,7 +414,7 @@ def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -
 
 def _open_qa_demo_stage(
     output: str, model: str, corpus_file: str, train_file: str, settings: DemoSettings, *, reader_warmup_steps: int,
-    max_steps: int, freeze_retriever: bool, logging_steps: int,
+    max_steps: int, freeze_retriever: bool, logging_steps: int, reader_warmup_negatives: int = 0,
 ) -> list[dict]:
     """One [`OpenQaTrainer`] run of the demo ([`DEMO_OPEN_QA_BATCH_SIZE`] questions a step, learning rate 2e-4, the
     demo's shapes) into `<output>/final`."""
@@ -429,7 +432,8 @@ def _open_qa_demo_stage(
     )
     openqa_args = OpenQaArguments(
         train_file=train_file, model=model, top_k=shapes["top_k"], truncate_questions=True,
-        reader_warmup_steps=reader_warmup_steps, freeze_retriever=freeze_retriever,
+        reader_warmup_steps=reader_warmup_steps, reader_warmup_negatives=reader_warmup_negatives,
+        freeze_retriever=freeze_retriever,
         span_normalization=settings.span_normalization,
     )
     return OpenQaTrainer(loop_args, ModelArguments(), corpus_args, openqa_args).train()
@@ -448,6 +452,7 @@ def reading_demo_model(
     return _open_qa_demo_stage(
         output, pretrained, corpus_file, reading_file, settings, reader_warmup_steps=settings.reading_steps,
         max_steps=settings.reading_steps, freeze_retriever=True, logging_steps=200,
+        reader_warmup_negatives=settings.reading_negatives,
     )
 
 

@@ -40,3 +40,7 @@ H200, 500 TriviaQA dev questions the demo never trains on (answer in the corpus)
 steps and 166 after 2,400 (173 with CuratedTrec's questions in fine-tuning too), and "which river flows through cairo"
 came right only after 2,400 ("Nile" 0.46 against "Egypt" 0.05), in three of the four samples tried; see the README
 for the CPU runs. 1,200 halve the stage's time."""
+DEMO_READING_NEGATIVES = 0
+"""Hard negatives read beside each reading question's source block, `--reading-negatives`: the best-ranked blocks
+without its answer among its top 20 (`OpenQaArguments.reader_warmup_negatives`); each costs one more read per
+question."""

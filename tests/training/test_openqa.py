@@ -17,7 +17,8 @@ from realm_hf import (
     RealmRetriever,
     RealmRetrieverConfig,
 )
-from realm_hf.evaluation import evaluate_open_qa, load_open_qa
+from realm_hf.data.openqa import model_inputs
+from realm_hf.evaluation import evaluate_open_qa, load_open_qa, retrieve_and_collate
 from realm_hf.hub import load_eval_results
 from realm_hf.index import RealmIndex
 from realm_hf.index.manifest import fingerprint_module
@@ -189,6 +190,32 @@ def test_the_reader_warmup_reads_each_question_with_its_best_ranked_evidence_blo
     loss.backward()
     assert "gold_retrieval_mass" in logs
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.retriever.query_embedder.parameters())
+
+
+def test_reader_warmup_negatives_are_the_best_ranked_blocks_without_an_answer_beside_the_evidence(tmp_path, data):
+    corpus, qa = data
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, reader_warmup_steps=2, reader_warmup_depth=6,
+                           reader_warmup_negatives=2, span_normalization="global", freeze_retriever=True)
+    questions = [dict(q) for q in QUESTIONS[:5]]
+    with_negatives = trainer.evidence_batch(questions)
+    trainer.openqa_args.reader_warmup_negatives = 0
+    alone = trainer.evidence_batch(questions)
+    deep = retrieve_and_collate(trainer.open_qa_model, trainer.index, trainer.collator, questions, 6)  # the ranking
+    assert with_negatives["reader_input_ids"].shape[1] == 3 and with_negatives["candidate_embeds"].shape[1] == 3
+    assert len(with_negatives["candidates"][0]) == 3
+    assert torch.equal(with_negatives["candidate_block_ids"][:, 0], alone["candidate_block_ids"][:, 0])  # evidence
+    for b in range(len(questions)):
+        ranking = deep["candidate_block_ids"][b].tolist()
+        without_answer = [ranking[j] for j in range(6) if not (deep["start_positions"][b, j] >= 0).any()]
+        assert with_negatives["candidate_block_ids"][b, 1:].tolist() == without_answer[:2]  # best-ranked first
+        assert not (with_negatives["start_positions"][b, 1:] >= 0).any()  # negatives hold no gold span
+
+    # the negatives take p(z|x) mass from the evidence block, so the same spans are less likely: a larger loss
+    model = trainer.open_qa_model.eval()
+    with torch.no_grad():
+        loss_alone = model(**model_inputs(alone)).loss
+        loss_with_negatives = model(**model_inputs(with_negatives)).loss
+    assert loss_with_negatives > loss_alone + 1e-4
 
 
 def test_shared_towers_can_stay_shared_and_the_built_index_is_reused(tmp_path, data):

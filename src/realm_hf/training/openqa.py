@@ -102,6 +102,13 @@ class OpenQaArguments:
     reader_warmup_depth: int = field(
         default=20, metadata={"help": "Retrieved blocks searched for each question's evidence block in the warm-up."}
     )
+    reader_warmup_negatives: int = field(
+        default=0,
+        metadata={"help": "Hard negatives read beside each evidence block in the warm-up: the best-ranked of the top "
+                  "reader_warmup_depth blocks without an answer, weighted by p(z|x). With span_normalization "
+                  "'global' the reader learns to say which block answers, not only where in a given block (each "
+                  "costs one more read per question); with 'block' a negative adds no gradient."},
+    )
     span_normalization: str = field(
         default="block",
         metadata={"help": "A new reader's span probabilities: 'block' (a softmax per block, weighted by the "
@@ -262,7 +269,8 @@ class OpenQaTrainer(TrainingLoop):
     `loss` averages in), `answerable_loss`, the loss averaged over batches with some answerable question only, and
     `gold_retrieval_mass`, the `p(z|x)` put on blocks holding the answer (averaged over answerable questions; it rises
     as the query tower learns). During the `reader_warmup_steps` each question is read with its evidence block only
-    (see [`evidence_batch`]): `answerable` is then the fraction with an answer in the top `reader_warmup_depth`.
+    (and `reader_warmup_negatives` hard negatives, see [`evidence_batch`]): `answerable` is then the fraction with an
+    answer in the top `reader_warmup_depth`.
     With an eval file, `evaluate` reports exact match, Recall@k and the reader's ceiling (`answerable`).
 
     `save_model(dir)` writes the `RealmForOpenQA` and its tokenizer to `dir`, the index into `dir/index`, and sets
@@ -404,20 +412,28 @@ class OpenQaTrainer(TrainingLoop):
     def evidence_batch(self, examples: list[dict]) -> dict:
         r"""
         The reader warm-up's batch: for each question, the best-ranked of its top `reader_warmup_depth` blocks that
-        holds an answer span, as its only candidate (`K = 1`, so `p(z|x) = 1` and the query tower gets no gradient);
-        a question with none keeps its top block, which holds no gold span and adds no loss.
+        holds an answer span, followed by `reader_warmup_negatives` hard negatives: the best-ranked of those blocks
+        that hold none (blocks with another answer span only where too few hold none). With no negatives the evidence
+        block is the only candidate (`K = 1`, so `p(z|x) = 1` and the query tower gets no gradient); with them
+        `p(z|x)` is the retriever's softmax over these `1 + negatives` blocks. A question with no evidence keeps its
+        top block in its place, which holds no gold span and adds no loss.
         """
+        depth = self.openqa_args.reader_warmup_depth
         batch = retrieve_and_collate(
-            self.open_qa_model, self.index, self.collator, examples, self.openqa_args.reader_warmup_depth,
-            device=self.accelerator.device,
+            self.open_qa_model, self.index, self.collator, examples, depth, device=self.accelerator.device,
         )
         has_gold = (batch["start_positions"] >= 0).any(-1)  # [B, depth]
         evidence = has_gold.float().argmax(-1)  # [B] the first block with a gold span (0 when none)
-        rows = torch.arange(len(evidence))
+        rows = torch.arange(len(evidence)).unsqueeze(1)  # [B, 1]
+        # negatives: blocks without an answer first, each group in retrieval order; never the evidence block itself
+        order = has_gold.long() * depth + torch.arange(has_gold.shape[1])  # [B, depth]
+        order[rows.squeeze(1), evidence] = 2 * depth
+        negatives = order.argsort(-1)[:, : min(self.openqa_args.reader_warmup_negatives, has_gold.shape[1] - 1)]
+        chosen = torch.cat([evidence.unsqueeze(1), negatives], dim=1)  # [B, 1 + negatives]
         for name in ("reader_input_ids", "reader_attention_mask", "reader_token_type_ids", "candidate_embeds",
                      "start_positions", "end_positions", "candidate_block_ids"):
-            batch[name] = batch[name][rows, evidence].unsqueeze(1)  # [B, 1, ...]
-        batch["candidates"] = [[cs[j]] for cs, j in zip(batch["candidates"], evidence.tolist())]  # [B][1]
+            batch[name] = batch[name][rows, chosen]  # [B, 1 + negatives, ...]
+        batch["candidates"] = [[cs[j] for j in picks] for cs, picks in zip(batch["candidates"], chosen.tolist())]
         batch["answerable"] = has_gold.any(-1)  # [B]
         return batch
 
@@ -431,7 +447,7 @@ class OpenQaTrainer(TrainingLoop):
         if answerable.any():
             # `loss` averages in the zeros of batches with nothing answerable; this one does not
             logs["answerable_loss"] = out.loss.item()
-            if not reader_warmup:  # (in the warm-up the one candidate has p(z|x) = 1)
+            if not reader_warmup:  # (in the warm-up the evidence block is the only one with gold spans)
                 has_gold = (batch["start_positions"] >= 0).any(-1).to(device)  # [B, K]
                 mass = (out.retrieval_log_probs.detach().exp() * has_gold).sum(-1)  # [B]
                 logs["gold_retrieval_mass"] = mass[answerable].mean().item()
