@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -268,6 +269,33 @@ def test_the_whole_corpus_comes_in_one_order_whatever_the_training_questions():
         for required in ([], [3, 17], [29, 0, 11, 5])
     ]
     assert orders[0] == orders[1] == orders[2]
+
+
+def test_the_seed_draws_another_sample_and_seed_0_is_the_default(tmp_path):
+    """`--seed` reorders the corpus (so another prefix is pre-trained on) and draws other reading sentences."""
+    def prepare(name: str, **seed) -> tuple[list[str], list[str]]:
+        settings = commands.DemoSettings(max_articles=40, reading_steps=3, tiny_models=True, **seed)
+        folder = tmp_path / name
+        folder.mkdir()
+        reading = str(folder / "reading.jsonl") if READING else None
+        commands.prepare_demo_data(str(folder / "corpus.jsonl"), str(folder / "qa.jsonl"),
+                                   ["which river flows through cairo"], settings, reading_file=reading)
+        questions = [row["question"] for row in read_jsonl(folder / "reading.jsonl")] if READING else []
+        return [row["id"] for row in read_jsonl(folder / "corpus.jsonl")], questions
+
+    default, seed0, seed1 = prepare("default"), prepare("seed0", seed=0), prepare("seed1", seed=1)
+    assert default == seed0
+    assert sorted(seed1[0]) == sorted(seed0[0]) and seed1[0] != seed0[0]  # the same articles in another order
+    if READING:
+        assert len(seed1[1]) == len(seed0[1]) == 12 and seed1[1] != seed0[1]
+
+
+def test_a_directory_of_an_older_demo_takes_new_settings_at_their_defaults(tmp_path):
+    settings = asdict(commands.DemoSettings())
+    del settings["seed"], settings["reading_negatives"]  # written before these settings existed
+    (tmp_path / commands.DEMO_SETTINGS_NAME).write_text(json.dumps(settings))
+    assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings()) is None
+    assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings(seed=2)) == "--seed 0 (asked: 2)"
 
 
 def test_masking_falls_back_to_random_spans_without_spacy(monkeypatch, caplog):

@@ -64,6 +64,11 @@ def _add_demo(subparsers) -> None:
         "in southeast england'), each read with its source block (needs spaCy) (default: %(default)s; 0: none).",
     )
     parser.add_argument(
+        "--seed", type=int, default=0,
+        help="Seed of the data sample: the corpus order (so the pre-training articles) and the reading sentences "
+        "(default: %(default)s).",
+    )
+    parser.add_argument(
         "--reading-negatives", type=int, default=DEMO_READING_NEGATIVES,
         help="Blocks without the answer read beside each reading question's source block, so that the reader learns "
         "which block answers (default: %(default)s).",
@@ -283,7 +288,7 @@ def _demo(args: argparse.Namespace) -> int:
         reading_negatives=args.reading_negatives,
         reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
-        train_retriever=args.train_retriever, span_normalization=args.span_normalization,
+        train_retriever=args.train_retriever, span_normalization=args.span_normalization, seed=args.seed,
     )
     return run_demo(args.output, questions=args.question, settings=settings)
 

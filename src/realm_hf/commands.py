@@ -192,6 +192,9 @@ class DemoSettings:
             `None`: title-probe questions made from the corpus itself ([`title_probe_examples`]).
         train_questions (`int`): Training questions taken from `train_qa` at most.
         questions_file (`str`, *optional*): The evaluation questions with their answers ([`load_demo_questions`]).
+        seed (`int`): Seed of the data sample: the corpus order (so the pre-training articles, a prefix of it) and
+            the sentences the reading questions are made from. Which default questions come out right changes with
+            it, so recipes are compared over several.
     """
 
     max_articles: int = DEMO_INDEX_ARTICLES
@@ -207,11 +210,12 @@ class DemoSettings:
     questions_file: str | None = None
     train_retriever: bool = False
     span_normalization: str = DEMO_SPAN_NORMALIZATION
+    seed: int = 0
 
     def __post_init__(self) -> None:
         smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reading_steps": 0,
                     "reading_negatives": 0, "reader_warmup_steps": 0,
-                    "finetune_steps": 1, "train_questions": 1}
+                    "finetune_steps": 1, "train_questions": 1, "seed": 0}
         for name, minimum in smallest.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -356,7 +360,7 @@ def prepare_demo_data(
     position = {article["id"]: i for i, article in enumerate(embedded)}
     articles, focus_ids = select_demo_articles(
         focus_questions, settings.max_articles, required=[position[row["article_id"]] for row in training],
-        articles=embedded, bm25=bm25,
+        articles=embedded, bm25=bm25, seed=settings.seed,
     )
     in_corpus = {article["id"] for article in articles}
     examples = [row for row in training if row["article_id"] in in_corpus]
@@ -372,7 +376,7 @@ def prepare_demo_data(
     if reading_file:
         exclude = evaluation or [{"question": q, "answers": []} for q in questions]
         limit = settings.reading_steps * DEMO_OPEN_QA_BATCH_SIZE  # each read once
-        _write_jsonl(reading_file, demo_reading_questions(articles, exclude, limit=limit))
+        _write_jsonl(reading_file, demo_reading_questions(articles, exclude, limit=limit, seed=settings.seed))
 
 
 def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -> list[dict]:
@@ -530,9 +534,10 @@ def _check_demo_settings(output: str, settings: DemoSettings) -> str | None:
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
             saved = json.load(f)
+        defaults = asdict(DemoSettings())  # a setting newer than the directory had its default there
         changed = [
-            f"--{name.replace('_', '-')} {saved.get(name)} (asked: {value})"
-            for name, value in asdict(settings).items() if saved.get(name) != value
+            f"--{name.replace('_', '-')} {saved.get(name, defaults[name])} (asked: {value})"
+            for name, value in asdict(settings).items() if saved.get(name, defaults[name]) != value
         ]
         return ", ".join(changed) or None
     os.makedirs(output, exist_ok=True)
