@@ -33,14 +33,16 @@ the embedded corpus: 531 of WebQuestions train, 478 of NQ-open dev, 371 of Curat
 DEMO_SPAN_NORMALIZATION = "global"
 """How the demo's reader turns span scores into probabilities (`RealmReaderConfig.span_normalization`),
 `--span-normalization`: ORQA's one softmax over all spans of the retrieved blocks; see the README for the runs."""
-DEMO_READING_STEPS = 2400
+DEMO_READING_STEPS = 1200
 """Reading steps between pre-training and fine-tuning (batch 4, wh-cloze questions made from the demo corpus, each read
-once with its source block), `--reading-steps`: 9,600 questions from a seeded sample of the corpus's sentences. On an
-H200, 500 TriviaQA dev questions the demo never trains on (answer in the corpus) were answered 145 times after 1,200
-steps and 166 after 2,400 (173 with CuratedTrec's questions in fine-tuning too), and "which river flows through cairo"
-came right only after 2,400 ("Nile" 0.46 against "Egypt" 0.05), in three of the four samples tried; see the README
-for the CPU runs. 1,200 halve the stage's time."""
-DEMO_READING_NEGATIVES = 0
+once with its source block and [`DEMO_READING_NEGATIVES`] blocks without its answer), `--reading-steps`: 4,800
+questions from a seeded sample of the corpus's sentences. Read alone, 1,200 steps answered 145 of 500 TriviaQA dev
+questions the demo never trains on (answer in the corpus; an H200) and 2,400 answered 166-173; with one hard negative
+each, 1,200 steps answered 180 on this CPU (2,400 alone: 169 on the same pre-trained model), in the time of 2,400
+read alone. See the README for the runs."""
+DEMO_READING_NEGATIVES = 1
 """Hard negatives read beside each reading question's source block, `--reading-negatives`: the best-ranked blocks
 without its answer among its top 20 (`OpenQaArguments.reader_warmup_negatives`); each costs one more read per
-question."""
+question. With the source block alone the reader learns where in a block the answer is, never which block holds it:
+it answered "which river flows through cairo" from the Cairo block ("Egypt"); with one negative, from the Nile
+block."""
