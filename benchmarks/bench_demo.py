@@ -25,9 +25,10 @@ import os
 import random
 import time
 
-from realm_hf.commands import _article_bm25, _load_articles
+from realm_hf.commands import article_bm25
 from realm_hf.demo_data import DEMO_QUESTIONS_FILE, SHARED_QA_DIR, find_answer_articles, load_demo_questions
 from realm_hf.metrics import exact_match
+from realm_hf.training.pretrain import load_corpus_articles
 
 logger = logging.getLogger("bench_demo")
 MAX_ANSWER_CHARS = 40
@@ -38,9 +39,9 @@ def triviaqa_questions(qa_dir: str, count: int, seed: int = 0) -> list[dict]:
     """A seeded sample of `count` TriviaQA dev questions answerable from the embedded corpus (see the docstring)."""
     with open(os.path.join(qa_dir, "triviaqa-dev.jsonl"), encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    articles = _load_articles("embedded", None).to_list()
+    articles = load_corpus_articles("embedded", None).to_list()
     short = [{**row, "answers": [a for a in row["answers"] if len(a) < MAX_ANSWER_CHARS]} for row in rows]
-    found = {id(row) for row, _, _ in find_answer_articles(articles, _article_bm25(articles), short)}
+    found = {id(row) for row, _, _ in find_answer_articles(articles, article_bm25(articles), short)}
     answerable = [
         {"question": row["question"], "answers": row["answers"], "split": "trivia"}
         for row, checked in zip(rows, short) if id(checked) in found

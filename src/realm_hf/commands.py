@@ -301,8 +301,9 @@ def select_demo_articles(
     return [articles[i] for i in chosen], [articles[i]["id"] for i in focus]
 
 
-def _article_bm25(articles: list[dict]) -> Any:
-    """BM25 over `articles` (`block_id` = position), or `None` without bm25s."""
+def article_bm25(articles: list[dict]) -> Any:
+    """BM25 over whole `articles` (`block_id` = position in the list), or `None` without bm25s; the demo chooses its
+    corpus and its training questions' evidence with it (and `benchmarks/bench_demo.py` its TriviaQA questions)."""
     if importlib.util.find_spec("bm25s") is None:
         logger.info("bm25s is not installed (pip install bm25s): the demo corpus is an even sample only")
         return None
@@ -313,7 +314,7 @@ def _article_bm25(articles: list[dict]) -> Any:
 
 def _bm25_focus(articles: list[dict], questions: list[str], per_question: int, limit: int, bm25: Any = None) -> list[int]:
     """Positions of the BM25 top articles of each question, best first, at most `limit` (none without bm25s)."""
-    bm25 = bm25 or _article_bm25(articles)
+    bm25 = bm25 or article_bm25(articles)
     if bm25 is None:
         return []
     ranked = bm25.search_text(questions, k=per_question).T.reshape(-1).tolist()  # round robin over the questions
@@ -348,7 +349,7 @@ def prepare_demo_data(
     from .knowledge import title_probe_examples
 
     embedded = _load_articles("embedded", None).to_list()
-    bm25 = _article_bm25(embedded)
+    bm25 = article_bm25(embedded)
     evaluation = evaluation or []
     focus_questions = list(dict.fromkeys([*questions, *(row["question"] for row in evaluation)]))
     training: list[dict] = []
