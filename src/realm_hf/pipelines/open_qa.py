@@ -15,7 +15,7 @@ top `config.top_k` blocks, reads `[CLS] question [SEP] block_body [SEP]` (block 
 scoring each block by the query embedding against the block's embedding *stored in the index* (as in fine-tuning),
 scores each span by `p(z | x) · p(s | z, x)` and ranks answers by their marginal probability
 `p(y | x) = Σ_z p(z | x) Σ_{s ∈ S(z, y)} p(s | z, x)`, summed over every span among the best
-`max(64, 4 · top_k)` whose text is `y` (case- and whitespace-insensitive), in any retrieved block: the quantity
+`max(64, 4 · top_k)` whose text is `y` as exact match compares texts ("The Nile" = "Nile"), in any retrieved block: the quantity
 REALM's Open-QA fine-tuning maximizes (`log Σ_z p(y|z,x) p(z|x)`). An answer found in several blocks adds up; a
 confident span in one poorly retrieved block no longer beats it. Each answer's provenance (`block_id`, `evidence`)
 is its best span.
@@ -61,6 +61,7 @@ from ._utils import (
     resolve_call_index,
 )
 from ..index.manifest import fingerprint_module
+from ..metrics import normalize_answer
 from .index_loading import (
     FINGERPRINT_OPT_OUT,
     check_index_fingerprint,
@@ -83,8 +84,10 @@ _MIN_SPAN_CANDIDATES = 64
 
 
 def answer_key(text: str) -> str:
-    """What makes two spans the same answer: their text, lowercased, whitespace runs collapsed."""
-    return " ".join(text.lower().split())
+    """What makes two spans the same answer: their text as exact match compares it (SQuAD's `normalize_answer`:
+    lowercased, punctuation and the articles a / an / the removed, whitespace collapsed), so "The Nile", "Nile" and
+    "nile." add up; a span with nothing left ("The") is no answer."""
+    return normalize_answer(text)
 
 
 # function words an answer may share with its question ("the United States" in "... president of the united states")
@@ -413,7 +416,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         ranked = marginalize_answers(scores, [span[3] for span in spans])
         if exclude_question_words:
             question = self.tokenizer.decode(model_outputs["question_ids"][0], skip_special_tokens=True)
-            ranked = [answer for answer in ranked if not repeats_question(answer[0], question)] or ranked
+            ranked = [answer for answer in ranked if not repeats_question(spans[answer[2]][3], question)] or ranked
         answers: list[dict[str, Any]] = []
         for _, probability, i in ranked[:top_k]:
             candidate, char_start, char_end, answer = spans[i]
