@@ -64,14 +64,14 @@ def _add_demo(subparsers) -> None:
         "in southeast england'), each read with its source block (needs spaCy) (default: %(default)s; 0: none).",
     )
     parser.add_argument(
-        "--seed", type=int, default=0,
-        help="Seed of the data sample: the corpus order (so the pre-training articles) and the reading sentences "
-        "(default: %(default)s).",
-    )
-    parser.add_argument(
         "--reading-negatives", type=int, default=DEMO_READING_NEGATIVES,
         help="Blocks without the answer read beside each reading question's source block, so that the reader learns "
         "which block answers (default: %(default)s).",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0,
+        help="Seed of the data sample: the corpus order (so the pre-training articles) and the reading sentences "
+        "(default: %(default)s).",
     )
     parser.add_argument(
         "--reader-warmup-steps", type=int, default=DEMO_READER_WARMUP_STEPS,

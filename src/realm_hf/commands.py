@@ -175,8 +175,8 @@ class DemoSettings:
         pretrain_steps (`int`): REALM pre-training steps (batch 2, 4 candidates with the null document; the index
             is not refreshed).
         reading_steps (`int`): Reading steps between pre-training and fine-tuning (batch 4): wh-cloze questions made
-            from the demo corpus ([`demo_reading_questions`]), each read with its source block only (0, or without
-            spaCy: none).
+            from the demo corpus ([`demo_reading_questions`]), each read with its source block and `reading_negatives`
+            blocks without its answer (0, or without spaCy: none).
         reading_negatives (`int`): Hard negatives read beside each reading question's source block: the best-ranked
             of its top 20 blocks without its answer (`OpenQaArguments.reader_warmup_negatives`).
         reader_warmup_steps (`int`): Open-QA reader warm-up steps first (batch 4, each training question read with
@@ -450,9 +450,9 @@ def reading_demo_model(
     r"""
     Stage 2: `settings.reading_steps` reading steps of the pre-trained model `pretrained` on the wh-cloze questions
     of `reading_file` ([`OpenQaTrainer`] in its reader warm-up: each question read with the best-ranked of its top 20
-    blocks that holds its answer, as a rule its source; the retriever frozen), over an index of the whole demo corpus
-    built by the document tower; into `<output>/final`. The reader learns to extract a span of the type asked before
-    it sees real questions.
+    blocks that holds its answer, as a rule its source, and the `settings.reading_negatives` best-ranked that do not;
+    the retriever frozen), over an index of the whole demo corpus built by the document tower; into `<output>/final`.
+    The reader learns to extract a span of the type asked, and which block holds it, before it sees real questions.
     """
     return _open_qa_demo_stage(
         output, pretrained, corpus_file, reading_file, settings, reader_warmup_steps=settings.reading_steps,

@@ -107,7 +107,8 @@ class OpenQaArguments:
         metadata={"help": "Hard negatives read beside each evidence block in the warm-up: the best-ranked of the top "
                   "reader_warmup_depth blocks without an answer, weighted by p(z|x). With span_normalization "
                   "'global' the reader learns to say which block answers, not only where in a given block (each "
-                  "costs one more read per question); with 'block' a negative adds no gradient."},
+                  "costs one more read per question); with 'block' a negative adds no gradient. Unless the retriever is "
+                  "frozen, the query tower then learns in the warm-up too, from p(z|x) over these blocks."},
     )
     span_normalization: str = field(
         default="block",
