@@ -425,15 +425,15 @@ class OpenQaTrainer(TrainingLoop):
         )
         has_gold = (batch["start_positions"] >= 0).any(-1)  # [B, depth]
         evidence = has_gold.float().argmax(-1)  # [B] the first block with a gold span (0 when none)
-        rows = torch.arange(len(evidence)).unsqueeze(1)  # [B, 1]
+        rows = torch.arange(len(evidence))
         # negatives: blocks without an answer first, each group in retrieval order; never the evidence block itself
         order = has_gold.long() * depth + torch.arange(has_gold.shape[1])  # [B, depth]
-        order[rows.squeeze(1), evidence] = 2 * depth
+        order[rows, evidence] = 2 * depth
         negatives = order.argsort(-1)[:, : min(self.openqa_args.reader_warmup_negatives, has_gold.shape[1] - 1)]
         chosen = torch.cat([evidence.unsqueeze(1), negatives], dim=1)  # [B, 1 + negatives]
         for name in ("reader_input_ids", "reader_attention_mask", "reader_token_type_ids", "candidate_embeds",
                      "start_positions", "end_positions", "candidate_block_ids"):
-            batch[name] = batch[name][rows, chosen]  # [B, 1 + negatives, ...]
+            batch[name] = batch[name][rows.unsqueeze(1), chosen]  # [B, 1 + negatives, ...]
         batch["candidates"] = [[cs[j] for j in picks] for cs, picks in zip(batch["candidates"], chosen.tolist())]
         batch["answerable"] = has_gold.any(-1)  # [B]
         return batch
@@ -448,7 +448,7 @@ class OpenQaTrainer(TrainingLoop):
         if answerable.any():
             # `loss` averages in the zeros of batches with nothing answerable; this one does not
             logs["answerable_loss"] = out.loss.item()
-            if not reader_warmup:  # (in the warm-up the evidence block is the only one with gold spans)
+            if not reader_warmup:  # (warm-up candidates are chosen by their gold spans: their p(z|x) says nothing)
                 has_gold = (batch["start_positions"] >= 0).any(-1).to(device)  # [B, K]
                 mass = (out.retrieval_log_probs.detach().exp() * has_gold).sum(-1)  # [B]
                 logs["gold_retrieval_mass"] = mass[answerable].mean().item()
