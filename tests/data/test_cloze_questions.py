@@ -7,9 +7,7 @@ import logging
 
 import pytest
 
-from realm_hf.data.cloze_questions import (
-    TAGGING_CHUNK, cloze_question, copular_subject, resolve_subject_pronoun, wh_cloze_questions, wh_phrase,
-)
+from realm_hf.data.cloze_questions import TAGGING_CHUNK, cloze_question, wh_cloze_questions, wh_phrase
 
 LONDON = "London stands on the River Thames in southeast England, at the head of a 50-mile tidal estuary."
 
@@ -60,54 +58,6 @@ def test_each_sentence_with_an_entity_gives_one_question_answered_by_that_entity
     assert wh_cloze_questions(articles, tagger=tag_by_hand, seed=0) == rows
     chosen = {wh_cloze_questions(articles, tagger=tag_by_hand, seed=seed)[0]["answers"][0] for seed in range(20)}
     assert chosen >= {"London", "River Thames"}
-
-
-NEPTUNE = (
-    "Neptune is the eighth and farthest known planet orbiting the Sun. It is the fourth-largest planet in the Solar "
-    "System by diameter, the third-most-massive planet, and the densest giant planet. It has fourteen known moons "
-    "and a faint ring. Neptune is a giant planet made mostly of gases and liquids."
-)
-
-
-def no_entities(texts: list[str]) -> list[list[tuple[int, int, str]]]:
-    return [[] for _ in texts]
-
-
-def test_a_definite_copular_sentence_asks_for_its_subject_read_for_a_leading_pronoun():
-    rows = wh_cloze_questions([{"id": "n", "title": "Neptune", "text": NEPTUNE}], tagger=no_entities)
-    assert sorted((row["question"], row["answers"][0]) for row in rows) == [
-        ("what is the eighth and farthest known planet orbiting the sun", "Neptune"),
-        ("what is the fourth-largest planet in the solar system by diameter", "Neptune"),
-    ]  # "It has ..." and "Neptune is a giant planet ..." are no definite copular sentences, and name no entity
-    assert resolve_subject_pronoun("It is the densest planet.", "Neptune") == "Neptune is the densest planet."
-    assert resolve_subject_pronoun("It has rings.", "Neptune") == "It has rings."
-    assert resolve_subject_pronoun("It is also the densest.", "Neptune") == "It is also the densest."
-    # the title's disambiguation is no part of the subject; "The Nile" is the subject "Nile"
-    assert resolve_subject_pronoun("She was the first.", "Marie Curie (physicist)") == "Marie Curie was the first."
-    assert copular_subject("The Nile is the longest river in Africa.", "Nile", []) == (len("The Nile"), "what")
-    # a subject that is neither the article's nor a tagged entity asks nothing; nor does a number
-    assert copular_subject("Its moon is the largest.", "Neptune", []) is None
-    assert copular_subject("One is the loneliest number.", "Numbers", [(0, 3, "CARDINAL")]) is None
-    assert copular_subject("Ada Lovelace was the first programmer.", "Computing", [(0, 12, "PERSON")]) == (
-        12, "who"
-    )
-
-
-def test_a_subject_question_is_asked_in_place_of_an_entity_and_its_resolved_sentence_can_be_skipped():
-    sentence = "Ada Lovelace was the first to publish a program for the engine."
-    rows = wh_cloze_questions([{"id": "a", "title": "Ada", "text": sentence}], tagger=tag_by_hand)
-    assert [(row["question"], row["answers"]) for row in rows] == [
-        ("who was the first to publish a program for the engine", ["Ada Lovelace"])
-    ]
-    for seed in range(5):  # not a seeded choice among the entities
-        articles = [{"id": "a", "title": "Ada", "text": sentence}]
-        assert wh_cloze_questions(articles, tagger=tag_by_hand, seed=seed) == rows
-    # the skip sees "Neptune is the fourth-largest ...": an excluded answer is not asked for through "It"
-    kept = wh_cloze_questions(
-        [{"id": "n", "title": "Neptune", "text": NEPTUNE}], tagger=no_entities,
-        skip_sentence=lambda text: "fourth-largest" in text and "Neptune" in text,
-    )
-    assert [row["question"] for row in kept] == ["what is the eighth and farthest known planet orbiting the sun"]
 
 
 def test_skipped_sentences_and_the_limit_are_respected():

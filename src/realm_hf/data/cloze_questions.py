@@ -6,13 +6,6 @@ Answering by Cloze Translation* (identity mapping, a wh-word from the entity's l
 around it). Reading such questions with their source block teaches a reader that has never extracted a span to
 match a question to its evidence and to answer with the type asked ("which river" -> a river, not the city's
 country), before Open-QA fine-tuning on real questions (see `realm-hf demo`).
-
-A definite copular sentence asks for its subject instead: "Neptune is the eighth and farthest known planet orbiting
-the Sun" gives "what is the eighth and farthest known planet orbiting the sun" (answer "Neptune"), and "It is the
-fourth-largest planet in the Solar System by diameter", read in the article "Neptune", gives "what is the
-fourth-largest planet in the solar system by diameter". Such "what is the <description>" questions are a common
-kind of factoid question, and a reader learns from them to match every word of the description ("fourth-largest" is
-not "largest"), which an entity's random choice seldom asks.
 """
 
 from __future__ import annotations
@@ -44,12 +37,6 @@ TYPE_NOUNS = frozenset({
 """Nouns that name an entity's type when they start or end it ("River Thames", "Pacific Ocean"): "which river"."""
 CONTEXT_WORDS = (8, 10)
 """Words of the sentence kept before and after the wh-phrase."""
-SUBJECT_PRONOUNS = frozenset({"it", "he", "she"})
-"""Pronouns that start a definite copular sentence about its article's subject ("It is the ...")."""
-DEFINITE_COPULA = re.compile(r"(.+?) (?:is|was|are|were) the ")
-"""A definite copular sentence and its subject: "Neptune is the ..." (not "Tea is a drink ...")."""
-NUMERIC_LABELS = frozenset({"CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME"})
-"""Entity labels that are no subject a "what is the ..." question asks for."""
 TAGGING_CHUNK = 1000
 """Sentences tagged per call of the tagger (with a `limit`, tagging stops at the first chunk that reaches it)."""
 
@@ -68,55 +55,18 @@ def wh_phrase(entity: str, label: str) -> str:
     return WH_BY_LABEL.get(label, "what")
 
 
-def cloze_question(sentence: str, start: int, end: int, label: str, wh: str | None = None) -> str:
+def cloze_question(sentence: str, start: int, end: int, label: str) -> str:
     r"""
-    The question made from `sentence` by replacing its characters `start:end` (an entity of `label`) with `wh` (by
-    default its [`wh_phrase`]) and the article before it, keeping [`CONTEXT_WORDS`] words either side; lower-cased,
-    without a final full stop.
+    The question made from `sentence` by replacing its characters `start:end` (an entity of `label`) with
+    [`wh_phrase`] (and the article before it), keeping [`CONTEXT_WORDS`] words either side; lower-cased, without a
+    final full stop.
     """
     before = sentence[:start].split()[-CONTEXT_WORDS[0]:]
     if before and before[-1].lower() in ("the", "a", "an"):  # "on the River Thames" -> "on which river"
         before = before[:-1]
     after = sentence[end:].strip().rstrip(".").split()[: CONTEXT_WORDS[1]]
-    question = " ".join([*before, wh or wh_phrase(sentence[start:end], label), *after]).lower()
+    question = " ".join([*before, wh_phrase(sentence[start:end], label), *after]).lower()
     return re.sub(r"\s+([,;:])", r"\1", question).strip(" ,;:")
-
-
-def article_subject(title: str) -> str:
-    """The subject an article's title names, without a disambiguation: "Eris (dwarf planet)" -> "Eris"."""
-    return re.sub(r"\s*\([^)]*\)$", "", title)
-
-
-def resolve_subject_pronoun(sentence: str, title: str) -> str:
-    r"""
-    `sentence` with a leading [`SUBJECT_PRONOUNS`] pronoun of a definite copular sentence replaced by the article's
-    subject: "It is the fourth-largest planet ..." in "Neptune" -> "Neptune is the fourth-largest planet ...". Other
-    sentences are returned as they are.
-    """
-    pronoun, _, rest = sentence.partition(" ")
-    if pronoun.lower() in SUBJECT_PRONOUNS and DEFINITE_COPULA.match(f"x {rest}"):
-        return f"{article_subject(title)} {rest}"
-    return sentence
-
-
-def copular_subject(sentence: str, title: str, entities: Sequence[tuple[int, int, str]]) -> tuple[int, str] | None:
-    r"""
-    The end of the subject of a definite copular `sentence`, and its wh-word, when the subject is the article's
-    subject (see [`article_subject`]; "The Nile" in "Nile") or an entity the tagger found at the sentence's start
-    (not one of [`NUMERIC_LABELS`]): "Neptune is the eighth ..." -> `(7, "what")`; "who" for a `PERSON`. `None` for
-    any other sentence.
-    """
-    match = DEFINITE_COPULA.match(sentence)
-    if match is None:
-        return None
-    end = match.end(1)
-    label = next(
-        (label for start, stop, label in entities if start == 0 and stop == end and label not in NUMERIC_LABELS), None
-    )
-    subject = article_subject(title).lower()
-    if label is None and match.group(1).lower() not in (subject, f"the {subject}"):
-        return None
-    return end, "who" if label == "PERSON" else "what"
 
 
 def wh_cloze_questions(
@@ -128,10 +78,7 @@ def wh_cloze_questions(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     r"""
-    One wh-cloze question per sentence of `articles` that has a named entity (a seeded choice among its entities),
-    or that is a definite copular sentence about its article's subject or an entity (asking for the subject, see
-    [`copular_subject`]; a leading "It", "He" or "She" is read as the article's subject first, see
-    [`resolve_subject_pronoun`]).
+    One wh-cloze question per sentence of `articles` that has a named entity (a seeded choice among its entities).
 
     Args:
         articles (`Sequence[dict]`): `{"id", "title", "text"}` articles.
@@ -156,8 +103,7 @@ def wh_cloze_questions(
     sentences = [
         (article, sentence)
         for article in articles
-        for _, text in split_sentences(article["text"])
-        for sentence in [resolve_subject_pronoun(text, article["title"])]
+        for _, sentence in split_sentences(article["text"])
         if len(sentence.split()) >= min_words and not (skip_sentence and skip_sentence(sentence))
     ]
     rng = random.Random(seed)
@@ -170,16 +116,11 @@ def wh_cloze_questions(
         tagged += len(chunk)
         for (article, sentence), entities in zip(chunk, tagger([sentence for _, sentence in chunk])):
             entities = [(start, end, label) for start, end, label in entities if end - start > 1]
-            subject = copular_subject(sentence, article["title"], entities)
-            if subject is not None:  # "what is the fourth-largest planet in the solar system by diameter"
-                start, (end, wh), label = 0, subject, ""
-            elif entities:
-                start, end, label = rng.choice(entities)
-                wh = None
-            else:
+            if not entities:
                 continue
+            start, end, label = rng.choice(entities)
             rows.append({
-                "question": cloze_question(sentence, start, end, label, wh=wh), "answers": [sentence[start:end]],
+                "question": cloze_question(sentence, start, end, label), "answers": [sentence[start:end]],
                 "answer_format": "text", "title": article["title"], "article_id": article["id"],
             })
         if limit is not None and len(rows) >= limit:
