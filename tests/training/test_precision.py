@@ -1,6 +1,7 @@
 """`mixed_precision` / `embed_dtype` "auto": bf16 only where this machine runs it faster, decided by a real probe."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -90,31 +91,34 @@ def test_a_second_trainer_in_the_same_process_may_take_another_precision(tmp_pat
 
 AGREE_SCRIPT = """
 import json, logging, os, sys
-from accelerate import PartialState
-from realm_hf.training.loop import _agreed_mixed_precision
+from realm_hf.training.arguments import LoopArguments
+from realm_hf.training.loop import make_accelerator
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-chosen = _agreed_mixed_precision("auto")
-print(json.dumps({"rank": PartialState().process_index, "chosen": chosen}), flush=True)
-PartialState().destroy_process_group()  # as a trainer's end_training() does
-sys.stdout.flush(), sys.stderr.flush()
-# torch 2.13 + gloo: a process that ran a BERT forward with the group up aborted at interpreter teardown, after its
-# work ("terminate called without an active exception", ~1 run in 7 with the cores loaded, with or without backward
-# or destroy_process_group); this test is about the agreement above, so it ends before that teardown
-os._exit(0)
+accelerator = make_accelerator(LoopArguments(output_dir=sys.argv[1], mixed_precision="auto", report_to="none"))
+rank, chosen = accelerator.process_index, accelerator.mixed_precision
+accelerator.end_training()  # as every trainer ends
+threads = [open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task")]
+print(json.dumps({"rank": rank, "chosen": chosen, "threads": threads}), flush=True)
 """
 
 
-def test_two_processes_take_the_main_process_choice(tmp_path):
-    """Under `accelerate launch` (2 gloo processes) only rank 0 probes, and both ranks train in its choice."""
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="lists the process's threads in /proc (Linux)")
+def test_two_processes_take_the_main_process_choice_and_end_without_gloo_threads(tmp_path):
+    """Under `accelerate launch` (2 gloo processes) only rank 0 probes, and both ranks train in its choice. After
+    `end_training` no gloo thread is left: one that outlives the script may free a collective's tensors while the
+    interpreter exits and abort the process after its work (the probe's BERT, imported with the group up, kept the
+    group alive in rank 0 until `make_accelerator` imported torch.distributed.fsdp before creating it)."""
     script = tmp_path / "agree.py"
     script.write_text(AGREE_SCRIPT)
-    command, env = two_process_launch(str(script))
+    command, env = two_process_launch(str(script), str(tmp_path / "out"))
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert sorted(r["rank"] for r in results) == [0, 1]
     assert len({r["chosen"] for r in results}) == 1 and results[0]["chosen"] in ("no", "bf16")
     assert done.stderr.count("mixed_precision auto:") == 1  # one probe, on the main process
+    for result in results:
+        assert not [name for name in result["threads"] if "gloo" in name], result
 
 
 def test_build_index_auto_embeds_in_the_probed_dtype(tmp_path):

@@ -313,6 +313,14 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
     """The Accelerator of a training loop; `find_unused_parameters` tells distributed data parallel that some steps
     leave parameters out of the loss (e.g. the retriever during the reading warm-up)."""
     set_seed(args.seed)
+    # Before the process group exists (the next line, or the Accelerator, creates it under `accelerate launch`):
+    # torch.distributed.fsdp, which transformers' models import (as does the "auto" probe's BERT), imported while a
+    # gloo group is up keeps that group alive past end_training()'s destroy_process_group (torch 2.13). Its worker
+    # threads then outlive the script and may free a finished collective's tensors while the interpreter exits,
+    # which aborts the process after all its work ("terminate called without an active exception", SIGABRT; the
+    # crash of pytorch/pytorch#190489).
+    import torch.distributed.fsdp  # noqa: F401
+
     args.mixed_precision = _agreed_mixed_precision(args.mixed_precision)  # "auto" becomes what this machine runs
     _release_other_precision(args.mixed_precision)
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else None
