@@ -98,7 +98,8 @@ accelerator = make_accelerator(LoopArguments(output_dir=sys.argv[1], mixed_preci
 rank, chosen = accelerator.process_index, accelerator.mixed_precision
 accelerator.end_training()  # as every trainer ends
 threads = [open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task")]
-print(json.dumps({"rank": rank, "chosen": chosen, "threads": threads}), flush=True)
+# one write (the ranks share the pipe; print() may write the line and its newline apart)
+sys.stdout.write(json.dumps({"rank": rank, "chosen": chosen, "threads": threads}) + "\\n")
 """
 
 
