@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from .demo_defaults import (
     DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS,
-    DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
+    DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .quiet import configure_logging
 
@@ -69,7 +69,7 @@ def _add_demo(subparsers) -> None:
         "which block answers (default: %(default)s).",
     )
     parser.add_argument(
-        "--seed", type=int, default=0,
+        "--seed", type=int, default=DEMO_SEED,
         help="Seed of the data sample: the corpus order (so the pre-training articles) and the reading sentences "
         "(default: %(default)s).",
     )

@@ -21,8 +21,8 @@ from .configuration import SPAN_NORMALIZATIONS
 from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES,
-    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_SPAN_NORMALIZATION,
-    DEMO_TRAIN_QUESTIONS,
+    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_SEED,
+    DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
@@ -210,7 +210,7 @@ class DemoSettings:
     questions_file: str | None = None
     train_retriever: bool = False
     span_normalization: str = DEMO_SPAN_NORMALIZATION
-    seed: int = 0
+    seed: int = DEMO_SEED
 
     def __post_init__(self) -> None:
         smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reading_steps": 0,
