@@ -218,6 +218,43 @@ def test_reader_warmup_negatives_are_the_best_ranked_blocks_without_an_answer_be
     assert loss_with_negatives > loss_alone + 1e-4
 
 
+def test_rehearsed_reading_questions_are_read_with_their_evidence_beside_the_retrieved_training_questions(
+    tmp_path, data
+):
+    corpus, qa = data
+    reading = write_jsonl(tmp_path / "reading.jsonl", [dict(q, id=100 + q["id"]) for q in QUESTIONS[5:]])
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, reader_warmup_depth=6, reader_warmup_negatives=1,
+                           span_normalization="global", freeze_retriever=True, rehearsal_file=reading,
+                           max_rehearsal_questions=3)
+    rehearsed = trainer.rehearsal_examples
+    assert len(rehearsed) == 3 and all(e["rehearsal"] for e in rehearsed)  # a sample of the 5, marked
+    assert {e["question"] for e in rehearsed} < {q["question"] for q in QUESTIONS[5:]}
+    assert not any(e.get("rehearsal") for e in trainer.train_examples)
+    questions = [dict(q) for q in QUESTIONS[:2]]
+
+    model = trainer.open_qa_model.eval()  # no dropout: the same reads give the same losses
+    with torch.no_grad():
+        loss, logs = trainer.training_step(questions + rehearsed)
+        retrieved, _ = trainer.read(questions, evidence=False)
+        evidence, _ = trainer.read(rehearsed, evidence=True)
+        rehearsed_as_retrieved, _ = trainer.read(rehearsed, evidence=False)
+    # the step's loss is the mean over its 5 examples: 2 read with the top-3, 3 with evidence + 1 hard negative
+    assert loss.item() == pytest.approx((2 * retrieved.item() + 3 * evidence.item()) / 5, rel=1e-5)
+    assert evidence.item() != pytest.approx(rehearsed_as_retrieved.item(), rel=1e-3)
+    assert {"rehearsal_loss", "answerable", "gold_retrieval_mass"} <= set(logs)
+    assert logs["rehearsal_loss"] == pytest.approx(evidence.item(), rel=1e-5)
+    with torch.no_grad():  # a batch of training questions alone is read as without rehearsal
+        alone, alone_logs = trainer.training_step(questions)
+    assert alone.item() == pytest.approx(retrieved.item(), rel=1e-5) and "rehearsal_loss" not in alone_logs
+    assert model is trainer.open_qa_model
+
+
+def test_max_rehearsal_questions_must_be_positive(tmp_path, data):
+    corpus, qa = data
+    with pytest.raises(ValueError, match="max_rehearsal_questions must be positive or unset, got 0"):
+        make_trainer(tmp_path / "run", corpus, qa, max_steps=1, rehearsal_file=qa, max_rehearsal_questions=0)
+
+
 def test_shared_towers_can_stay_shared_and_the_built_index_is_reused(tmp_path, data):
     corpus, qa = data
     trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=2, untie=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 from dataclasses import dataclass, field
 
 import torch
@@ -110,12 +111,45 @@ class OpenQaArguments:
                   "costs one more read per question); with 'block' a negative adds no gradient. Unless the retriever is "
                   "frozen, the query tower then learns in the warm-up too, from p(z|x) over these blocks."},
     )
+    rehearsal_file: str | None = field(
+        default=None,
+        metadata={"help": "QA JSONL of reading questions (e.g. the demo's wh-cloze questions) mixed into the training "
+                  "questions after the warm-up: each is read as in the warm-up, with its evidence block and "
+                  "reader_warmup_negatives hard negatives, while the training questions are read with their top_k "
+                  "retrieved blocks. Rehearsal keeps what a reading stage taught the reader (which block answers) "
+                  "while it learns the real questions."},
+    )
+    max_rehearsal_questions: int | None = field(
+        default=None, metadata={"help": "A seeded sample of N questions of rehearsal_file (default: all of them)."}
+    )
     span_normalization: str = field(
         default="block",
         metadata={"help": "A new reader's span probabilities: 'block' (a softmax per block, weighted by the "
                   "retriever's p(z|x), the REALM paper) or 'global' (one softmax over all spans of all retrieved "
                   "blocks plus their retrieval scores, ORQA). A loaded RealmReader / RealmForOpenQA keeps its own."},
     )
+
+
+REHEARSAL_KEY = "rehearsal"
+"""Key that marks a rehearsed reading question among the training examples (see `OpenQaArguments.rehearsal_file`)."""
+
+
+def load_rehearsal_examples(path: str | None, max_questions: int | None, seed: int) -> list[dict]:
+    r"""
+    The reading questions of `path` to rehearse in fine-tuning, marked with [`REHEARSAL_KEY`]: all of them, or a
+    sample of `max_questions` drawn with `seed` (none without a path).
+    """
+    if not path:
+        return []
+    if max_questions is not None and max_questions < 1:
+        raise ValueError(
+            f"max_rehearsal_questions must be positive or unset, got {max_questions}; leave rehearsal_file empty to "
+            "rehearse nothing."
+        )
+    examples = load_qa_examples(path)
+    if max_questions is not None and max_questions < len(examples):
+        examples = random.Random(seed).sample(examples, max_questions)
+    return [{**example, REHEARSAL_KEY: True} for example in examples]
 
 
 # ----------------------------------------------------------------------------------------------- models
@@ -271,7 +305,9 @@ class OpenQaTrainer(TrainingLoop):
     `gold_retrieval_mass`, the `p(z|x)` put on blocks holding the answer (averaged over answerable questions; it rises
     as the query tower learns). During the `reader_warmup_steps` each question is read with its evidence block only
     (and `reader_warmup_negatives` hard negatives, see [`evidence_batch`]): `answerable` is then the fraction with an
-    answer in the top `reader_warmup_depth`.
+    answer in the top `reader_warmup_depth`. Rehearsed reading questions (`rehearsal_file`) are read that way after
+    the warm-up too, beside the training questions of the same batch; `rehearsal_loss` is their loss, and the other
+    figures are the training questions'.
     With an eval file, `evaluate` reports exact match, Recall@k and the reader's ceiling (`answerable`).
 
     `save_model(dir)` writes the `RealmForOpenQA` and its tokenizer to `dir`, the index into `dir/index`, and sets
@@ -315,6 +351,9 @@ class OpenQaTrainer(TrainingLoop):
             truncate_questions=openqa_args.truncate_questions,
         )
         self.train_examples = load_qa_examples(openqa_args.train_file, max_questions=openqa_args.max_train_questions)
+        self.rehearsal_examples = load_rehearsal_examples(
+            openqa_args.rehearsal_file, openqa_args.max_rehearsal_questions, seed=loop_args.seed
+        )
         self.eval_examples = None
         if openqa_args.eval_file:
             limit = openqa_args.max_eval_questions
@@ -323,13 +362,17 @@ class OpenQaTrainer(TrainingLoop):
                 openqa_args.eval_skip_questions :
             ] or None
         # fail now, not hours in, on a question longer than query_max_length (unless truncating)
-        self.collator.question_ids([e["question"] for e in self.train_examples + (self.eval_examples or [])])
+        self.collator.question_ids(
+            [e["question"] for e in self.train_examples + self.rehearsal_examples + (self.eval_examples or [])]
+        )
         logger.info(
-            "%d training questions, %d evaluation questions", len(self.train_examples), len(self.eval_examples or [])
+            "%d training questions%s, %d evaluation questions", len(self.train_examples),
+            f" and {len(self.rehearsal_examples)} rehearsed reading questions" if self.rehearsal_examples else "",
+            len(self.eval_examples or []),
         )
         generator = torch.Generator().manual_seed(loop_args.seed)
         dataloader = torch.utils.data.DataLoader(
-            self.train_examples, batch_size=loop_args.per_device_batch_size, shuffle=True, generator=generator,
+            self.train_examples + self.rehearsal_examples, batch_size=loop_args.per_device_batch_size, shuffle=True, generator=generator,
             collate_fn=_as_examples, num_workers=loop_args.num_workers,
         )
         self._source_model_dir = (
@@ -439,8 +482,28 @@ class OpenQaTrainer(TrainingLoop):
         return batch
 
     def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float]]:
-        reader_warmup = self.step < self.openqa_args.reader_warmup_steps
-        batch = self.evidence_batch(examples) if reader_warmup else self.retrieve_and_collate(examples)
+        if self.step < self.openqa_args.reader_warmup_steps:
+            return self.read(examples, evidence=True)
+        questions = [e for e in examples if not e.get(REHEARSAL_KEY)]
+        rehearsed = [e for e in examples if e.get(REHEARSAL_KEY)]
+        if not rehearsed:
+            return self.read(questions, evidence=False)
+        # the batch's loss: the mean over its examples, whichever way each was read
+        rehearsal_loss, rehearsal_logs = self.read(rehearsed, evidence=True)
+        loss = rehearsal_loss * (len(rehearsed) / len(examples))
+        logs = {"rehearsal_loss": rehearsal_logs["answerable_loss"]} if "answerable_loss" in rehearsal_logs else {}
+        if questions:
+            question_loss, logs_of_questions = self.read(questions, evidence=False)
+            loss = loss + question_loss * (len(questions) / len(examples))
+            logs.update(logs_of_questions)
+        return loss, logs
+
+    def read(self, examples: list[dict], evidence: bool) -> tuple[torch.Tensor, dict[str, float]]:
+        r"""
+        The loss of reading `examples` (the mean over them) and its logs: with their evidence block and hard
+        negatives ([`evidence_batch`], the warm-up's and rehearsal's way) or with their `top_k` retrieved blocks.
+        """
+        batch = self.evidence_batch(examples) if evidence else self.retrieve_and_collate(examples)
         device = self.accelerator.device
         out = self.model(**{name: tensor.to(device) for name, tensor in model_inputs(batch).items()})
         logs = {"answerable": batch["answerable"].float().mean().item()}
@@ -448,7 +511,7 @@ class OpenQaTrainer(TrainingLoop):
         if answerable.any():
             # `loss` averages in the zeros of batches with nothing answerable; this one does not
             logs["answerable_loss"] = out.loss.item()
-            if not reader_warmup:  # (warm-up candidates are chosen by their gold spans: their p(z|x) says nothing)
+            if not evidence:  # (evidence candidates are chosen by their gold spans: their p(z|x) says nothing)
                 has_gold = (batch["start_positions"] >= 0).any(-1).to(device)  # [B, K]
                 mass = (out.retrieval_log_probs.detach().exp() * has_gold).sum(-1)  # [B]
                 logs["gold_retrieval_mass"] = mass[answerable].mean().item()
