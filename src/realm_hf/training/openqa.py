@@ -372,8 +372,8 @@ class OpenQaTrainer(TrainingLoop):
         )
         generator = torch.Generator().manual_seed(loop_args.seed)
         dataloader = torch.utils.data.DataLoader(
-            self.train_examples + self.rehearsal_examples, batch_size=loop_args.per_device_batch_size, shuffle=True, generator=generator,
-            collate_fn=_as_examples, num_workers=loop_args.num_workers,
+            self.train_examples + self.rehearsal_examples, batch_size=loop_args.per_device_batch_size, shuffle=True,
+            generator=generator, collate_fn=_as_examples, num_workers=loop_args.num_workers,
         )
         self._source_model_dir = (
             resolve_bert_path(openqa_args.model)
