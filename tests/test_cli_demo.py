@@ -85,6 +85,42 @@ def test_demo_writes_every_stage(demo_run):
     assert manifest["num_blocks"] >= 40
 
 
+def test_several_fine_tuning_runs_are_averaged_into_the_model_that_answers(demo_run, tmp_path):
+    """`--finetune-runs 2`: two fine-tunings in two orders (loop seeds 0 and 1), rehearsing reading questions when
+    there are some, into openqa/run-0 and run-1; the demo answers with their weight average, openqa/final."""
+    from realm_hf import RealmForOpenQA
+
+    output = demo_run["output"]
+    reading_file = output / "data" / "reading-qa.jsonl" if READING else None
+    start = output / "reading" / "final" if READING else output / "pretrain" / "final"
+    settings = commands.DemoSettings(
+        tiny_models=True, reader_warmup_steps=1, finetune_steps=2, reading_negatives=1, rehearsal_questions=3,
+        finetune_runs=2,
+    )  # the warm-up step reads evidence blocks: the tiny random retriever finds few answers in the top 3
+    openqa = tmp_path / "openqa"
+    commands.finetune_demo_model(
+        str(openqa), str(start), str(output / "data" / "corpus.jsonl"), str(output / "data" / "train-qa.jsonl"),
+        settings, str(reading_file) if reading_file else None,
+    )
+    runs = [RealmForOpenQA.from_pretrained(openqa / f"run-{seed}" / "final").state_dict() for seed in (0, 1)]
+    for seed in (0, 1):
+        args = json.loads((openqa / f"run-{seed}" / "training_args.json").read_text())
+        assert args["seed"] == seed and args["max_steps"] == 3
+        assert args["rehearsal_file"] == (str(reading_file) if READING else None)
+        assert args["max_rehearsal_questions"] == 3
+    assert any(not torch.equal(runs[0][name], runs[1][name]) for name in runs[0])  # two orders, two models
+    soup = RealmForOpenQA.from_pretrained(openqa / "final").state_dict()
+    for name, tensor in soup.items():
+        torch.testing.assert_close(tensor, (runs[0][name] + runs[1][name]) / 2 if tensor.is_floating_point() else runs[0][name])
+    assert (openqa / "final" / "index" / "manifest.json").is_file()
+    finished = (openqa / "run-0" / "final" / "model.safetensors").stat().st_mtime_ns
+    commands.finetune_demo_model(  # a rerun reuses the finished runs and averages them again
+        str(openqa), str(start), str(output / "data" / "corpus.jsonl"), str(output / "data" / "train-qa.jsonl"),
+        settings, str(reading_file) if reading_file else None,
+    )
+    assert (openqa / "run-0" / "final" / "model.safetensors").stat().st_mtime_ns == finished
+
+
 def test_the_demo_shows_its_own_bars_only(demo_run):
     """Splitting, masking and dataset loading each log a line of their own; only embedding and training draw bars."""
     for datasets_bar in ("Splitting articles into blocks", "Masking sentences", "Generating train split"):
@@ -145,6 +181,10 @@ def test_bad_values_are_named():
     assert status == 2 and "--pretrain-steps must be a positive integer, got 0" in stderr
     status, _, stderr = run_cli(["demo", "--reader-warmup-steps", "-1", "--output", "unused"])
     assert status == 2 and "--reader-warmup-steps must be 0 or a positive integer, got -1" in stderr
+    status, _, stderr = run_cli(["demo", "--rehearsal-questions", "-5", "--output", "unused"])
+    assert status == 2 and "--rehearsal-questions must be 0 or a positive integer, got -5" in stderr
+    status, _, stderr = run_cli(["demo", "--finetune-runs", "0", "--output", "unused"])
+    assert status == 2 and "--finetune-runs must be a positive integer, got 0" in stderr
     assert not os.path.exists("unused")
 
 

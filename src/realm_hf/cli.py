@@ -33,8 +33,9 @@ import sys
 from collections.abc import Callable
 
 from .demo_defaults import (
-    DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS,
-    DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
+    DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS,
+    DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED,
+    DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .quiet import configure_logging
 
@@ -79,6 +80,17 @@ def _add_demo(subparsers) -> None:
         "only (default: %(default)s; 0: none).",
     )
     parser.add_argument("--finetune-steps", type=int, default=DEMO_FINETUNE_STEPS, help="Open-QA fine-tuning steps after the warm-up (default: %(default)s).")
+    parser.add_argument(
+        "--rehearsal-questions", type=int, default=DEMO_REHEARSAL_QUESTIONS,
+        help="Reading questions mixed into fine-tuning and read as in the reading stage (source block and hard "
+        "negatives), so that fine-tuning keeps which block the reading stage taught the reader to choose; give "
+        "--finetune-steps room for them (default: %(default)s; 0: none).",
+    )
+    parser.add_argument(
+        "--finetune-runs", type=int, default=DEMO_FINETUNE_RUNS,
+        help="Fine-tunings, each reading the questions in another order; the demo answers with their weight "
+        "average, a model soup (default: %(default)s).",
+    )
     parser.add_argument(
         "--train-retriever", action="store_true",
         help="Fine-tune the query tower too, as REALM's Open-QA does (default: off: with the demo's ~1,400 training "
@@ -286,7 +298,8 @@ def _demo(args: argparse.Namespace) -> int:
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps, reading_steps=args.reading_steps,
         reading_negatives=args.reading_negatives,
-        reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps, tiny_models=args.tiny_models,
+        reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps,
+        rehearsal_questions=args.rehearsal_questions, finetune_runs=args.finetune_runs, tiny_models=args.tiny_models,
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
         train_retriever=args.train_retriever, span_normalization=args.span_normalization, seed=args.seed,
     )

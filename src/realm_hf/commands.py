@@ -22,7 +22,7 @@ from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES,
     DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_SEED,
-    DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
+    DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS, DEMO_FINETUNE_RUNS, DEMO_REHEARSAL_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
@@ -182,6 +182,10 @@ class DemoSettings:
         reader_warmup_steps (`int`): Open-QA reader warm-up steps first (batch 4, each training question read with
             its evidence block only: the best-ranked of its top 20 blocks that holds an answer; 0: none).
         finetune_steps (`int`): Open-QA fine-tuning steps after it (batch 4, top-5 blocks).
+        rehearsal_questions (`int`): Reading questions mixed into fine-tuning, each read as in the reading stage
+            (`OpenQaArguments.rehearsal_file`; 0, or without a reading stage: none).
+        finetune_runs (`int`): Fine-tunings with loop seeds 0, 1, ...; with more than one, the demo answers with their
+            weight average ([`average_open_qa_models`]).
         span_normalization (`str`): The reader's span probabilities, `"global"` (ORQA) or `"block"` (the REALM
             paper); see `RealmReaderConfig.span_normalization`.
         train_retriever (`bool`): Fine-tune the query tower too, as REALM's Open-QA does; off by default: with
@@ -204,6 +208,8 @@ class DemoSettings:
     reading_negatives: int = DEMO_READING_NEGATIVES
     reader_warmup_steps: int = DEMO_READER_WARMUP_STEPS
     finetune_steps: int = DEMO_FINETUNE_STEPS
+    rehearsal_questions: int = DEMO_REHEARSAL_QUESTIONS
+    finetune_runs: int = DEMO_FINETUNE_RUNS
     tiny_models: bool = False
     train_qa: str | None = None
     train_questions: int = DEMO_TRAIN_QUESTIONS
@@ -215,7 +221,8 @@ class DemoSettings:
     def __post_init__(self) -> None:
         smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reading_steps": 0,
                     "reading_negatives": 0, "reader_warmup_steps": 0,
-                    "finetune_steps": 1, "train_questions": 1, "seed": 0}
+                    "finetune_steps": 1, "rehearsal_questions": 0, "finetune_runs": 1, "train_questions": 1,
+                    "seed": 0}
         for name, minimum in smallest.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -420,6 +427,7 @@ def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -
 def _open_qa_demo_stage(
     output: str, model: str, corpus_file: str, train_file: str, settings: DemoSettings, *, reader_warmup_steps: int,
     max_steps: int, freeze_retriever: bool, logging_steps: int, reader_warmup_negatives: int = 0,
+    rehearsal_file: str | None = None, seed: int = 0,
 ) -> list[dict]:
     """One [`OpenQaTrainer`] run of the demo ([`DEMO_OPEN_QA_BATCH_SIZE`] questions a step, learning rate 2e-4, the
     demo's shapes) into `<output>/final`."""
@@ -430,6 +438,7 @@ def _open_qa_demo_stage(
     loop_args = LoopArguments(
         output_dir=output, max_steps=max_steps, per_device_batch_size=DEMO_OPEN_QA_BATCH_SIZE, learning_rate=2e-4,
         mixed_precision=shapes["mixed_precision"], logging_steps=logging_steps, save_steps=0, report_to="none",
+        seed=seed,
     )
     corpus_args = CorpusArguments(
         corpus=corpus_file, block_length=shapes["block_length"], query_max_length=shapes["query_max_length"],
@@ -440,6 +449,8 @@ def _open_qa_demo_stage(
         reader_warmup_steps=reader_warmup_steps, reader_warmup_negatives=reader_warmup_negatives,
         freeze_retriever=freeze_retriever,
         span_normalization=settings.span_normalization,
+        rehearsal_file=rehearsal_file if settings.rehearsal_questions else None,
+        max_rehearsal_questions=settings.rehearsal_questions or None,
     )
     return OpenQaTrainer(loop_args, ModelArguments(), corpus_args, openqa_args).train()
 
@@ -462,19 +473,44 @@ def reading_demo_model(
 
 
 def finetune_demo_model(
-    output: str, pretrained: str, corpus_file: str, qa_file: str, settings: DemoSettings
+    output: str, pretrained: str, corpus_file: str, qa_file: str, settings: DemoSettings,
+    reading_file: str | None = None,
 ) -> list[dict]:
     r"""
     Stage 3: brief Open-QA fine-tuning ([`OpenQaTrainer`]) of `pretrained` (the reading stage's model, or the
     pre-training output without it) on the questions of `qa_file`, over the index of the whole demo corpus (the
     reading stage's, or one built by the document tower); into `<output>/final`. The reader alone learns unless
-    `settings.train_retriever`.
+    `settings.train_retriever`. With `reading_file` (the reading stage's questions), `settings.rehearsal_questions`
+    of them are rehearsed: mixed into the batches and read as the reading stage read them (its source block and
+    `settings.reading_negatives` hard negatives), so that fine-tuning keeps what the reading stage taught.
+
+    With `settings.finetune_runs` above 1, each run (loop seed 0, 1, ...: another order of the questions) goes into
+    `<output>/run-<seed>` (a finished one is reused) and `<output>/final` is their weight average
+    ([`average_open_qa_models`]). Returns the training history (of each run in turn).
     """
-    return _open_qa_demo_stage(
-        output, pretrained, corpus_file, qa_file, settings, reader_warmup_steps=settings.reader_warmup_steps,
-        max_steps=settings.reader_warmup_steps + settings.finetune_steps,
-        freeze_retriever=not settings.train_retriever, logging_steps=40,
-    )
+    from .training.soup import average_open_qa_models
+
+    def run(directory: str, seed: int) -> list[dict]:
+        return _open_qa_demo_stage(
+            directory, pretrained, corpus_file, qa_file, settings, reader_warmup_steps=settings.reader_warmup_steps,
+            max_steps=settings.reader_warmup_steps + settings.finetune_steps,
+            freeze_retriever=not settings.train_retriever, logging_steps=40,
+            # rehearsed questions are read beside the reading stage's hard negatives (the warm-up's, when there is one)
+            reader_warmup_negatives=settings.reading_negatives if settings.rehearsal_questions else 0,
+            rehearsal_file=reading_file, seed=seed,
+        )
+
+    if settings.finetune_runs == 1:
+        return run(output, seed=0)
+    history, runs = [], [os.path.join(output, f"run-{seed}") for seed in range(settings.finetune_runs)]
+    for seed, directory in enumerate(runs):
+        if _finished(directory):
+            logger.info("Fine-tuning run %d: reusing %s", seed, directory)
+        else:
+            logger.info("Fine-tuning run %d of %d (loop seed %d)", seed + 1, settings.finetune_runs, seed)
+            history += run(directory, seed)
+    average_open_qa_models([os.path.join(directory, "final") for directory in runs], os.path.join(output, "final"))
+    return history
 
 
 def answer_questions(model: str, questions: list[str], evaluation: list[dict] | None = None) -> int:
@@ -601,7 +637,7 @@ def run_demo(output: str, questions: list[str] | None = None, settings: DemoSett
             reading_dir, reader_start, corpus_file, reading_file, settings), reading_dir)
         reader_start = os.path.join(reading_dir, "final")
     stage("finetune", _finished(openqa_dir), lambda: finetune_demo_model(
-        openqa_dir, reader_start, corpus_file, qa_file, settings), openqa_dir)
+        openqa_dir, reader_start, corpus_file, qa_file, settings, reading_file), openqa_dir)
     model = os.path.join(openqa_dir, "final")
     failures = 0
 

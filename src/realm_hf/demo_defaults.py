@@ -25,6 +25,15 @@ DEMO_FINETUNE_STEPS = 345
 questions), `--finetune-steps`. On an H200 (the demo's model read 500 TriviaQA dev questions it never trained on,
 answer in the corpus), 690 steps answered 155 of them against 163 for 345. With the query tower trained too, 400
 answered no more (2/4, 9/20 against 2/4, 11/20 on the ~1,000 questions of then), for 2.5 more minutes."""
+DEMO_REHEARSAL_QUESTIONS = 0
+"""Reading questions rehearsed during fine-tuning, `--rehearsal-questions` (a seeded sample of the reading stage's,
+`OpenQaArguments.max_rehearsal_questions`; 0: none): mixed into the batches of real questions and read as in the
+reading stage (source block and hard negatives), so that fine-tuning keeps which block the reading stage taught the
+reader to choose. Each one adds half a step to `--finetune-steps` in the README's runs (1,380 with 690 steps)."""
+DEMO_FINETUNE_RUNS = 1
+"""Fine-tunings of the reading stage's model, `--finetune-runs`: with more than one, each reads the questions in
+another order (loop seeds 0, 1, ...) and the demo answers with their uniform weight average, a model soup
+([`average_open_qa_models`])."""
 DEMO_FOCUS_ARTICLES = 50
 """Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
 DEMO_TRAIN_QUESTIONS = 2000

@@ -20,5 +20,6 @@ __getattr__, __dir__, __all__ = _lazy_exports(
         "entry_points": ["main_evaluate", "main_finetune", "main_ict", "main_pretrain"],
         "loop": ["TrainingLoop", "latest_checkpoint"],
         "pretrain": ["RealmPretrainer"],
+        "soup": ["average_open_qa_models", "average_state_dicts"],
     },
 )
