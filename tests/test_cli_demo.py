@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 import torch
@@ -321,12 +321,19 @@ def test_the_seed_draws_another_sample_and_seed_0_is_the_default(tmp_path):
         assert len(seed1[1]) == len(seed0[1]) == 12 and seed1[1] != seed0[1]
 
 
-def test_a_directory_of_an_older_demo_takes_new_settings_at_their_defaults(tmp_path):
+def test_a_directory_of_an_older_demo_ran_new_settings_as_the_demo_did_before_them(tmp_path):
+    """An older demo directory lacks the settings added since: it ran without reading negatives, rehearsal or soups
+    (not with today's defaults), so today's defaults are refused there and the older values reuse it."""
     settings = asdict(commands.DemoSettings())
-    del settings["seed"], settings["reading_negatives"]  # written before these settings existed
+    for name in ("seed", "reading_negatives", "rehearsal_questions", "finetune_runs"):  # written before they existed
+        del settings[name]
     (tmp_path / commands.DEMO_SETTINGS_NAME).write_text(json.dumps(settings))
-    assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings()) is None
-    assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings(seed=2)) == "--seed 0 (asked: 2)"
+    before = commands.DemoSettings(reading_negatives=0, rehearsal_questions=0, finetune_runs=1)
+    assert commands._check_demo_settings(str(tmp_path), before) is None
+    assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings()) == (
+        "--reading-negatives 0 (asked: 1), --rehearsal-questions 0 (asked: 1380), --finetune-runs 1 (asked: 2)"
+    )
+    assert commands._check_demo_settings(str(tmp_path), replace(before, seed=2)) == "--seed 0 (asked: 2)"
 
 
 def test_masking_falls_back_to_random_spans_without_spacy(monkeypatch, caplog):

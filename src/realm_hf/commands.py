@@ -565,13 +565,18 @@ def _finished(directory: str) -> bool:
     return os.path.isfile(os.path.join(directory, "final", "index", "manifest.json"))
 
 
+DEMO_SETTINGS_BEFORE_THEY_EXISTED = {"seed": 0, "reading_negatives": 0, "rehearsal_questions": 0, "finetune_runs": 1}
+"""What a demo ran with before each of these settings existed (a `demo_settings.json` written then lacks them)."""
+
+
 def _check_demo_settings(output: str, settings: DemoSettings) -> str | None:
     """Record the settings of a new output directory; the difference from those of an existing one, if any."""
     path = os.path.join(output, DEMO_SETTINGS_NAME)
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
             saved = json.load(f)
-        defaults = asdict(DemoSettings())  # a setting newer than the directory had its default there
+        # a setting newer than the directory had the value the demo ran with before it existed
+        defaults = {**asdict(DemoSettings()), **DEMO_SETTINGS_BEFORE_THEY_EXISTED}
         changed = [
             f"--{name.replace('_', '-')} {saved.get(name, defaults[name])} (asked: {value})"
             for name, value in asdict(settings).items() if saved.get(name, defaults[name]) != value
