@@ -20,26 +20,24 @@ DEMO_PRETRAIN_STEPS = 10
 DEMO_READER_WARMUP_STEPS = 0
 """Open-QA reader warm-up steps before fine-tuning (batch 4, each question read with its evidence block only),
 `--reader-warmup-steps`. Off: 150 of them answered 2/4 and 7/20 (without: 2/4, 8/20), for 50 % more fine-tuning time."""
-DEMO_FINETUNE_STEPS = 690
-"""Open-QA fine-tuning steps after the reader warm-up (batch 4), `--finetune-steps`: about one pass over the ~1,380
-training questions (each read with its top-5 blocks) and the [`DEMO_REHEARSAL_QUESTIONS`] rehearsed reading questions
-(each read with its source block and a hard negative). Without rehearsal, 345 steps were one pass; on an H200, 690
-steps over the training questions alone answered 155 of 500 TriviaQA dev questions against 163 for 345, and on this
-CPU 513 steps answered 12/20 held-out against 16/20 for 345: more passes over the same questions do not help."""
-DEMO_REHEARSAL_QUESTIONS = 1380
+DEMO_FINETUNE_STEPS = 345
+"""Open-QA fine-tuning steps after the reader warm-up (batch 4, top-5 blocks: about one pass over the ~1,380 training
+questions), `--finetune-steps`. On an H200 (the demo's model read 500 TriviaQA dev questions it never trained on,
+answer in the corpus), 690 steps answered 155 of them against 163 for 345. With the query tower trained too, 400
+answered no more (2/4, 9/20 against 2/4, 11/20 on the ~1,000 questions of then), for 2.5 more minutes. With
+`--rehearsal-questions`, give it room: 690 steps for 1,380 rehearsed questions is one pass over both."""
+DEMO_REHEARSAL_QUESTIONS = 0
 """Reading questions rehearsed during fine-tuning, `--rehearsal-questions` (a seeded sample of the reading stage's,
 `OpenQaArguments.max_rehearsal_questions`; 0: none): mixed into the batches of real questions and read as in the
 reading stage (source block and hard negatives), so that fine-tuning keeps which block the reading stage taught the
-reader to choose. As many as the training questions. It is what moves "what is the largest planet in the solar
-system" from "Neptune" (the Neptune block: "the fourth-largest planet") to "Jupiter": Jupiter came first in 4 of 5
-single fine-tunings with it and in 0 of 4 without, over two data samples, at a cost of about 10-25 of 500 TriviaQA dev
-questions (README)."""
-DEMO_FINETUNE_RUNS = 2
-"""Fine-tunings of the reading stage's model, `--finetune-runs`: each reads the questions in another order (loop
-seeds 0, 1, ...) and the demo answers with their uniform weight average, a model soup ([`average_open_qa_models`]).
-The order alone moved one fine-tuning's answers (the planet question, and 12-28 of 500 TriviaQA dev questions); every
-soup of two or three rehearsal fine-tunings measured answered all four default questions (five soups, two data
-samples)."""
+reader to choose. Off: 1,380 of them (690 steps) moved "what is the largest planet in the solar system" to "Jupiter"
+in most runs, but cost 10-25 of 500 TriviaQA dev questions, and the soup of two such runs in the demo's own clean
+clone answered "Isaac Newton" to the relativity question instead (3/4, 16/20, 170 against 3/4, 16/20, 192; README)."""
+DEMO_FINETUNE_RUNS = 1
+"""Fine-tunings of the reading stage's model, `--finetune-runs`: with more than one, each reads the questions in
+another order (loop seeds 0, 1, ...) and the demo answers with their uniform weight average, a model soup
+([`average_open_qa_models`]). One by default: the soup of two default fine-tunings answered 195 of 500 TriviaQA dev
+questions against 180-192 for its runs, and the same default questions, for 7 more minutes."""
 DEMO_FOCUS_ARTICLES = 50
 """Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
 DEMO_TRAIN_QUESTIONS = 2000
