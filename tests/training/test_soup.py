@@ -54,7 +54,7 @@ def test_the_soup_holds_the_mean_of_the_weights_and_answers_from_their_index(two
     assert manifest == json.loads(open(os.path.join(two_fine_tunings[0], "index", "manifest.json")).read())
     answer = pipeline(OPEN_QA_TASK, model=soup_dir)("who wrote moby-dick")
     assert answer["title"] in {"Eiffel Tower", "Mount Everest", "Amazon River", "Marie Curie", "Sahara", "Moby-Dick"}
-    assert not [name for name in os.listdir(tmp_path) if name.startswith(".soup-")]  # no temporary left behind
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temporary left behind
 
 
 def test_the_soup_of_one_model_twice_is_that_model(two_fine_tunings, tmp_path):

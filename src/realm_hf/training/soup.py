@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 
 import torch
 from transformers import AutoTokenizer
 
-from ..index.atomic import publish_directory
+from ..index.atomic import atomic_directory
+from ..index.manifest import MANIFEST_NAME
 from ..modeling import RealmForOpenQA
 from .openqa import INDEX_SUBDIR
 
@@ -85,9 +85,9 @@ def average_open_qa_models(model_dirs: Sequence[str | os.PathLike], output_dir: 
     if not model_dirs:
         raise ValueError("A model soup needs at least one fine-tuned model directory, got none.")
     for directory in model_dirs:
-        if not os.path.isfile(os.path.join(directory, INDEX_SUBDIR, "manifest.json")):
+        if not os.path.isfile(os.path.join(directory, INDEX_SUBDIR, MANIFEST_NAME)):
             raise ValueError(
-                f"{directory} is not a fine-tuned RealmForOpenQA with its index (no {INDEX_SUBDIR}/manifest.json): "
+                f"{directory} is not a fine-tuned RealmForOpenQA with its index (no {INDEX_SUBDIR}/{MANIFEST_NAME}): "
                 "pass the final/ directories that `realm-hf finetune` writes."
             )
     models = [RealmForOpenQA.from_pretrained(directory) for directory in model_dirs]
@@ -99,16 +99,9 @@ def average_open_qa_models(model_dirs: Sequence[str | os.PathLike], output_dir: 
         )
     soup = models[0]
     soup.load_state_dict(average_state_dicts([model.state_dict() for model in models]))
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".soup-", dir=parent)  # same filesystem: published by one rename
-    try:
+    with atomic_directory(output_dir) as tmp:
         soup.save_pretrained(tmp)
         AutoTokenizer.from_pretrained(model_dirs[0]).save_pretrained(tmp)
         shutil.copytree(os.path.join(model_dirs[0], INDEX_SUBDIR), os.path.join(tmp, INDEX_SUBDIR))
-        publish_directory(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     logger.info("Averaged %d fine-tuned models into %s", len(model_dirs), output_dir)
     return output_dir
