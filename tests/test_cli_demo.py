@@ -245,7 +245,7 @@ def test_reading_questions_come_from_the_corpus_and_name_no_evaluation_answer(de
         assert not any(f" {answer} " in words for answer in answers), row
     # the fine-tuning stage reads from the reading stage's index: the demo corpus is embedded once after pre-training
     assert (output / "reading" / "index" / "manifest.json").is_file()
-    assert not any((output / "openqa" / run / "index").exists() for run in ("run-0", "run-1"))
+    assert not any((output / "openqa" / run / "index").exists() for run in ("", "run-0", "run-1"))
 
 
 def test_default_questions_are_the_default_split_of_the_questions_file():
