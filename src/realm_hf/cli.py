@@ -34,8 +34,8 @@ from collections.abc import Callable
 
 from .demo_defaults import (
     DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS,
-    DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_STEPS, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED,
-    DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
+    DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES, DEMO_READING_STEPS,
+    DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .quiet import configure_logging
 
@@ -69,6 +69,11 @@ def _add_demo(subparsers) -> None:
         "--reading-negatives", type=int, default=DEMO_READING_NEGATIVES,
         help="Blocks without the answer read beside each reading question's source block, so that the reader learns "
         "which block answers (default: %(default)s).",
+    )
+    parser.add_argument(
+        "--reading-passes", type=int, default=DEMO_READING_PASSES,
+        help="Times each reading question is read; the stage makes reading-steps x 4 / passes of them (default: "
+        "%(default)s).",
     )
     parser.add_argument(
         "--seed", type=int, default=DEMO_SEED,
@@ -298,7 +303,7 @@ def _demo(args: argparse.Namespace) -> int:
     settings = DemoSettings(
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps, reading_steps=args.reading_steps,
-        reading_negatives=args.reading_negatives,
+        reading_negatives=args.reading_negatives, reading_passes=args.reading_passes,
         reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps,
         rehearsal_questions=args.rehearsal_questions, finetune_runs=args.finetune_runs, tiny_models=args.tiny_models,
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,

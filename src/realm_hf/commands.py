@@ -21,8 +21,8 @@ from .configuration import SPAN_NORMALIZATIONS
 from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES,
-    DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_STEPS,
-    DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
+    DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES,
+    DEMO_READING_STEPS, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
@@ -177,6 +177,8 @@ class DemoSettings:
         reading_steps (`int`): Reading steps between pre-training and fine-tuning (batch 4): wh-cloze questions made
             from the demo corpus ([`demo_reading_questions`]), each read with its source block and `reading_negatives`
             blocks without its answer (0, or without spaCy: none).
+        reading_passes (`int`): Times each reading question is read: the stage makes `reading_steps x 4 /
+            reading_passes` of them (rounded up).
         reading_negatives (`int`): Hard negatives read beside each reading question's source block: the best-ranked
             of its top 20 blocks without its answer (`OpenQaArguments.reader_warmup_negatives`).
         reader_warmup_steps (`int`): Open-QA reader warm-up steps first (batch 4, each training question read with
@@ -206,6 +208,7 @@ class DemoSettings:
     pretrain_steps: int = DEMO_PRETRAIN_STEPS
     reading_steps: int = DEMO_READING_STEPS
     reading_negatives: int = DEMO_READING_NEGATIVES
+    reading_passes: int = DEMO_READING_PASSES
     reader_warmup_steps: int = DEMO_READER_WARMUP_STEPS
     finetune_steps: int = DEMO_FINETUNE_STEPS
     rehearsal_questions: int = DEMO_REHEARSAL_QUESTIONS
@@ -220,7 +223,7 @@ class DemoSettings:
 
     def __post_init__(self) -> None:
         smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reading_steps": 0,
-                    "reading_negatives": 0, "reader_warmup_steps": 0,
+                    "reading_negatives": 0, "reading_passes": 1, "reader_warmup_steps": 0,
                     "finetune_steps": 1, "rehearsal_questions": 0, "finetune_runs": 1, "train_questions": 1,
                     "seed": 0}
         for name, minimum in smallest.items():
@@ -231,6 +234,11 @@ class DemoSettings:
         if self.span_normalization not in SPAN_NORMALIZATIONS:  # refused here, not after data and pre-training
             choices = ", ".join(SPAN_NORMALIZATIONS)
             raise ValueError(f"--span-normalization must be one of {choices}, got {self.span_normalization!r}.")
+
+    @property
+    def reading_questions(self) -> int:
+        """Reading questions the data stage makes: as many as the reading stage reads, each `reading_passes` times."""
+        return -(-self.reading_steps * DEMO_OPEN_QA_BATCH_SIZE // self.reading_passes)
 
     @property
     def shapes(self) -> dict[str, Any]:
@@ -383,7 +391,7 @@ def prepare_demo_data(
     logger.info("Wrote %d training questions over %d articles to %s", len(examples), len(articles), qa_file)
     if reading_file:
         exclude = evaluation or [{"question": q, "answers": []} for q in questions]
-        limit = settings.reading_steps * DEMO_OPEN_QA_BATCH_SIZE  # each read once
+        limit = settings.reading_questions
         _write_jsonl(reading_file, demo_reading_questions(articles, exclude, limit=limit, seed=settings.seed))
 
 
@@ -565,7 +573,9 @@ def _finished(directory: str) -> bool:
     return os.path.isfile(os.path.join(directory, "final", "index", "manifest.json"))
 
 
-DEMO_SETTINGS_BEFORE_THEY_EXISTED = {"seed": 0, "reading_negatives": 0, "rehearsal_questions": 0, "finetune_runs": 1}
+DEMO_SETTINGS_BEFORE_THEY_EXISTED = {
+    "seed": 0, "reading_negatives": 0, "reading_passes": 1, "rehearsal_questions": 0, "finetune_runs": 1,
+}
 """What a demo ran with before each of these settings existed (a `demo_settings.json` written then lacks them)."""
 
 

@@ -53,6 +53,12 @@ questions from a seeded sample of the corpus's sentences. Read alone, 1,200 step
 questions the demo never trains on (answer in the corpus; an H200) and 2,400 answered 166-173; with one hard negative
 each, 1,200 steps answered 180 on this CPU (2,400 alone: 169 on the same pre-trained model), in the time of 2,400
 read alone. See the README for the runs."""
+DEMO_READING_PASSES = 1
+"""Passes over the reading questions, `--reading-passes`: the stage makes `reading_steps x 4 / passes` questions and
+reads each that many times. One: `--reading-steps 2400 --reading-passes 2` (the same 4,800 questions read twice)
+answered "Jupiter" to "what is the largest planet in the solar system" and 4/4 on 4 of 5 data seeds on an H200
+(the defaults: "Neptune" and 3/4 on each of 3), but "Neptune" and 3/4 in the demo's own run (seed 0 on 2 CPU cores),
+for 8-10 fewer of 500 TriviaQA dev questions and twice the stage's time (31 min here). See the README."""
 DEMO_READING_NEGATIVES = 1
 """Hard negatives read beside each reading question's source block, `--reading-negatives`: the best-ranked blocks
 without its answer among its top 20 (`OpenQaArguments.reader_warmup_negatives`); each costs one more read per
