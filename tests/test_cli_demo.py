@@ -240,6 +240,8 @@ def test_reading_questions_come_from_the_corpus_and_name_no_evaluation_answer(de
     rows = read_jsonl(output / "data" / "reading-qa.jsonl")
     answers = {answer.lower() for row in load_demo_questions(DEMO_QUESTIONS_FILE) for answer in row["answers"]}
     assert len(rows) == 4  # 2 reading steps of 4 questions, each question read twice (--reading-passes 2)
+    history = json.loads((output / "reading" / "history.json").read_text())
+    assert history[-1]["step"] == 2  # the stage ran its steps over them: 8 reads of 4 questions
     for row in rows:
         assert row["answers"][0] in texts[row["article_id"]]  # an entity of one of its article's sentences
         assert re.search(r"\b(who|what|when|which|how)\b", row["question"]), row  # the wh-phrase in its place

@@ -177,10 +177,10 @@ class DemoSettings:
         reading_steps (`int`): Reading steps between pre-training and fine-tuning (batch 4): wh-cloze questions made
             from the demo corpus ([`demo_reading_questions`]), each read with its source block and `reading_negatives`
             blocks without its answer (0, or without spaCy: none).
-        reading_passes (`int`): Times each reading question is read: the stage makes `reading_steps x 4 /
-            reading_passes` of them (rounded up).
         reading_negatives (`int`): Hard negatives read beside each reading question's source block: the best-ranked
             of its top 20 blocks without its answer (`OpenQaArguments.reader_warmup_negatives`).
+        reading_passes (`int`): Times each reading question is read: the stage makes `reading_steps x 4 /
+            reading_passes` of them (rounded up).
         reader_warmup_steps (`int`): Open-QA reader warm-up steps first (batch 4, each training question read with
             its evidence block only: the best-ranked of its top 20 blocks that holds an answer; 0: none).
         finetune_steps (`int`): Open-QA fine-tuning steps after it (batch 4, top-5 blocks).
