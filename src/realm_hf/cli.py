@@ -8,6 +8,7 @@
     realm-hf convert --src OLD_REALM_DIR --output DIR [--kind embedder|encoder|reader|openqa]
     realm-hf ask "question" ["question" ...] --model DIR [--index DIR] [-k 5] [--answers 1]
     realm-hf ask --interactive --model DIR            questions from stdin, one per line, until EOF
+    realm-hf average RUN0/final RUN1/final [...] --output DIR   the weight average (model soup) of fine-tunings
     realm-hf publish --model-dir DIR --repo-id ORG/NAME [--index-repo-id ORG/NAME-index] [--eval-results FILE]
     realm-hf download REPO_ID [--index] [--revision REV]   snapshot into the HF cache, print the local path
 
@@ -201,6 +202,19 @@ TRAINING_COMMANDS = {
 """Subcommands whose arguments are dataclass fields, parsed by `realm_hf.training.entry_points` (not argparse here)."""
 
 
+def _add_average(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "average",
+        help="Average the weights of Open-QA fine-tunings that share one index (a model soup; e.g. `realm-hf "
+        "finetune` runs with other --seed values).",
+    )
+    parser.add_argument(
+        "models", nargs="+", help="The fine-tuned models: the final/ directories `realm-hf finetune` writes, each with "
+        "its index/.",
+    )
+    parser.add_argument("--output", required=True, help="Where the averaged model and a copy of the index go.")
+
+
 def _add_training_commands(subparsers) -> None:
     for name, help_text in TRAINING_COMMANDS.items():
         subparsers.add_parser(name, help=help_text, add_help=False)
@@ -242,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="Debug logging.")
     parser.add_argument("--debug", action="store_true", help="Show the traceback of an error (before the command).")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_demo, _add_build_index, _add_search, _add_ask, _add_convert, _add_training_commands):
+    for add in (_add_demo, _add_build_index, _add_search, _add_ask, _add_average, _add_convert, _add_training_commands):
         add(subparsers)
     for add in (_add_publish, _add_download):  # Hub
         add(subparsers)
@@ -367,6 +381,10 @@ def _run(argv: list[str], command: str | None, rest: list[str], verbose: bool) -
         from .commands import ask_command
 
         return ask_command(args)
+    elif args.command == "average":
+        from .training.soup import average_open_qa_models
+
+        print(average_open_qa_models(args.models, args.output))
     elif args.command == "publish":
         from .commands import publish_command
 

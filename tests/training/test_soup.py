@@ -93,3 +93,22 @@ def test_average_state_dicts_refuses_what_cannot_be_averaged():
         average_state_dicts([{"w": torch.zeros(2)}, {"v": torch.zeros(2)}])
     with pytest.raises(ValueError, match="shapes"):
         average_state_dicts([{"w": torch.zeros(2)}, {"w": torch.zeros(3)}])
+
+
+def test_realm_hf_average_writes_the_soup_and_refuses_a_directory_without_its_index(two_fine_tunings, tmp_path, capsys):
+    """`realm-hf average` is `average_open_qa_models` on the command line: it prints where the soup went, and a bad
+    directory ends in one line naming it, exit status 2, nothing written."""
+    from realm_hf.cli import main
+
+    assert main(["average", *two_fine_tunings, "--output", str(tmp_path / "soup")]) == 0
+    assert capsys.readouterr().out.strip().endswith("soup")
+    soup = RealmForOpenQA.from_pretrained(tmp_path / "soup").state_dict()
+    first, second = (RealmForOpenQA.from_pretrained(directory).state_dict() for directory in two_fine_tunings)
+    name = next(name for name in first if first[name].is_floating_point() and not torch.equal(first[name], second[name]))
+    torch.testing.assert_close(soup[name], (first[name] + second[name]) / 2)
+
+    missing = tmp_path / "no-such-run"
+    assert main(["average", two_fine_tunings[0], str(missing), "--output", str(tmp_path / "other")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and str(missing) in error and "realm-hf finetune" in error
+    assert not (tmp_path / "other").exists()
