@@ -95,9 +95,9 @@ def test_average_state_dicts_refuses_what_cannot_be_averaged():
         average_state_dicts([{"w": torch.zeros(2)}, {"w": torch.zeros(3)}])
 
 
-def test_realm_hf_average_writes_the_soup_and_refuses_a_directory_without_its_index(two_fine_tunings, tmp_path, capsys):
-    """`realm-hf average` is `average_open_qa_models` on the command line: it prints where the soup went, and a bad
-    directory ends in one line naming it, exit status 2, nothing written."""
+def test_realm_hf_average_writes_the_soup_and_refuses_bad_directories(two_fine_tunings, tmp_path, capsys):
+    """`realm-hf average` is `average_open_qa_models` on the command line: it prints where the soup went; a bad
+    directory, or an --output that is not empty, ends in one line naming it, exit status 2, nothing written."""
     from realm_hf.cli import main
 
     assert main(["average", *two_fine_tunings, "--output", str(tmp_path / "soup")]) == 0
@@ -112,3 +112,8 @@ def test_realm_hf_average_writes_the_soup_and_refuses_a_directory_without_its_in
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and str(missing) in error and "realm-hf finetune" in error
     assert not (tmp_path / "other").exists()
+
+    before = os.listdir(two_fine_tunings[0])  # an --output that holds something (here: one of the runs) is kept
+    assert main(["average", *two_fine_tunings, "--output", two_fine_tunings[0]]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert os.listdir(two_fine_tunings[0]) == before
