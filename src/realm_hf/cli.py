@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from .demo_defaults import (
     DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS,
-    DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES, DEMO_READING_STEPS,
+    DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES, DEMO_READING_STEPS, DEMO_READING_WEIGHT,
     DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .quiet import configure_logging
@@ -97,6 +97,12 @@ def _add_demo(subparsers) -> None:
         "--finetune-runs", type=int, default=DEMO_FINETUNE_RUNS,
         help="Fine-tunings, each reading the questions in another order; the demo answers with their weight "
         "average, a model soup (default: %(default)s).",
+    )
+    parser.add_argument(
+        "--reading-weight", type=float, default=DEMO_READING_WEIGHT,
+        help="Weight of the reading stage's model in the model that answers, the weight average of it and the "
+        "fine-tuning(s) (WiSE-FT): keeps part of what fine-tuning overwrites (default: %(default)s; 0: the "
+        "fine-tuned model alone).",
     )
     parser.add_argument(
         "--train-retriever", action="store_true",
@@ -205,14 +211,19 @@ TRAINING_COMMANDS = {
 def _add_average(subparsers) -> None:
     parser = subparsers.add_parser(
         "average",
-        help="Average the weights of Open-QA fine-tunings that share one index (a model soup; e.g. `realm-hf "
-        "finetune` runs with other --seed values).",
+        help="Average the weights of Open-QA models that share one index: fine-tunings (a model soup; e.g. "
+        "`realm-hf finetune` runs with other --seed values), or a fine-tuning and its start (WiSE-FT).",
     )
     parser.add_argument(
         "models", nargs="+", help="The fine-tuned models: the final/ directories `realm-hf finetune` writes, each with "
         "its index/.",
     )
     parser.add_argument("--output", required=True, help="Where the averaged model and a copy of the index go.")
+    parser.add_argument(
+        "--weights", nargs="+", type=float, default=None, metavar="W",
+        help="One weight per model, summing to 1 (default: uniform). E.g. a fine-tuning's start and its final/ with "
+        "--weights 0.5 0.5 (WiSE-FT).",
+    )
 
 
 def _add_training_commands(subparsers) -> None:
@@ -319,7 +330,8 @@ def _demo(args: argparse.Namespace) -> int:
         pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps, reading_steps=args.reading_steps,
         reading_negatives=args.reading_negatives, reading_passes=args.reading_passes,
         reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps,
-        rehearsal_questions=args.rehearsal_questions, finetune_runs=args.finetune_runs, tiny_models=args.tiny_models,
+        rehearsal_questions=args.rehearsal_questions, finetune_runs=args.finetune_runs,
+        reading_weight=args.reading_weight, tiny_models=args.tiny_models,
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
         train_retriever=args.train_retriever, span_normalization=args.span_normalization, seed=args.seed,
     )

@@ -22,7 +22,7 @@ from .corpus import split_into_blocks
 from .demo_defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_FOCUS_ARTICLES, DEMO_INDEX_ARTICLES,
     DEMO_PRETRAIN_ARTICLES, DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES,
-    DEMO_READING_STEPS, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
+    DEMO_READING_STEPS, DEMO_READING_WEIGHT, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 from .index import RealmIndex
 from .initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
@@ -188,6 +188,9 @@ class DemoSettings:
             (`OpenQaArguments.rehearsal_file`; 0, or without a reading stage: none).
         finetune_runs (`int`): Fine-tunings with loop seeds 0, 1, ...; with more than one, the demo answers with their
             weight average ([`average_open_qa_models`]).
+        reading_weight (`float`): Weight of the reading stage's model in the model the demo answers with, in [0, 1):
+            the weight average of it and the fine-tuning(s) (WiSE-FT, Wortsman et al. 2022), the fine-tunings sharing
+            the rest equally; 0 (or without a reading stage): the fine-tuned model alone.
         span_normalization (`str`): The reader's span probabilities, `"global"` (ORQA) or `"block"` (the REALM
             paper); see `RealmReaderConfig.span_normalization`.
         train_retriever (`bool`): Fine-tune the query tower too, as REALM's Open-QA does; off by default: with
@@ -213,6 +216,7 @@ class DemoSettings:
     finetune_steps: int = DEMO_FINETUNE_STEPS
     rehearsal_questions: int = DEMO_REHEARSAL_QUESTIONS
     finetune_runs: int = DEMO_FINETUNE_RUNS
+    reading_weight: float = DEMO_READING_WEIGHT
     tiny_models: bool = False
     train_qa: str | None = None
     train_questions: int = DEMO_TRAIN_QUESTIONS
@@ -231,6 +235,11 @@ class DemoSettings:
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 allowed = "a positive integer" if minimum else "0 or a positive integer"
                 raise ValueError(f"--{name.replace('_', '-')} must be {allowed}, got {value!r}.")
+        weight = self.reading_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < 1:
+            raise ValueError(
+                f"--reading-weight must be at least 0 and below 1 (the fine-tuned model keeps the rest), got {weight!r}."
+            )
         if self.span_normalization not in SPAN_NORMALIZATIONS:  # refused here, not after data and pre-training
             choices = ", ".join(SPAN_NORMALIZATIONS)
             raise ValueError(f"--span-normalization must be one of {choices}, got {self.span_normalization!r}.")
@@ -492,9 +501,11 @@ def finetune_demo_model(
     of them are rehearsed: mixed into the batches and read as the reading stage read them (its source block and
     `settings.reading_negatives` hard negatives), so that fine-tuning keeps what the reading stage taught.
 
-    With `settings.finetune_runs` above 1, each run (loop seed 0, 1, ...: another order of the questions) goes into
-    `<output>/run-<seed>` (a finished one is reused) and `<output>/final` is their weight average
-    ([`average_open_qa_models`]). Returns the training history (of each run in turn).
+    With `settings.finetune_runs` above 1, or a `settings.reading_weight` and a reading stage (`reading_file`), each
+    run (loop seed 0, 1, ...: another order of the questions) goes into `<output>/run-<seed>` (a finished one is
+    reused) and `<output>/final` is the weight average ([`average_open_qa_models`]) of `pretrained` (the reading
+    stage's model) with `reading_weight` and the runs, which share the rest equally. Returns the training history
+    (of each run in turn).
     """
     from .training.soup import average_open_qa_models
 
@@ -508,7 +519,8 @@ def finetune_demo_model(
             rehearsal_file=reading_file, seed=seed,
         )
 
-    if settings.finetune_runs == 1:
+    start_weight = settings.reading_weight if reading_file else 0.0
+    if settings.finetune_runs == 1 and not start_weight:
         return run(output, seed=0)
     history, runs = [], [os.path.join(output, f"run-{seed}") for seed in range(settings.finetune_runs)]
     for seed, directory in enumerate(runs):
@@ -517,7 +529,12 @@ def finetune_demo_model(
         else:
             logger.info("Fine-tuning run %d of %d (loop seed %d)", seed + 1, settings.finetune_runs, seed)
             history += run(directory, seed)
-    average_open_qa_models([os.path.join(directory, "final") for directory in runs], os.path.join(output, "final"))
+    finals = [os.path.join(directory, "final") for directory in runs]
+    weights = [(1 - start_weight) / len(runs)] * len(runs)
+    if start_weight:  # WiSE-FT: keep part of what the reading stage taught and fine-tuning overwrote
+        logger.info("Answering with %g x the reading stage's model + %g x the fine-tuned", start_weight, 1 - start_weight)
+        finals, weights = [pretrained, *finals], [start_weight, *weights]
+    average_open_qa_models(finals, os.path.join(output, "final"), weights)
     return history
 
 
@@ -575,6 +592,7 @@ def _finished(directory: str) -> bool:
 
 DEMO_SETTINGS_BEFORE_THEY_EXISTED = {
     "seed": 0, "reading_negatives": 0, "reading_passes": 1, "rehearsal_questions": 0, "finetune_runs": 1,
+    "reading_weight": 0.0,
 }
 """What a demo ran with before each of these settings existed (a `demo_settings.json` written then lacks them)."""
 
@@ -727,12 +745,16 @@ def _print_answers(question: str, answers: list[dict]) -> None:
 def average_command(args: argparse.Namespace) -> None:
     """Write the model soup of `args.models` to `args.output` ([`average_open_qa_models`]) and print where it went; an
     `--output` that holds anything is refused, since the soup replaces its directory as a whole."""
-    from .training.soup import average_open_qa_models
+    from .training.soup import average_open_qa_models, check_average_weights
     from .validation import UsageError
 
     if os.path.isdir(args.output) and os.listdir(args.output):
         raise UsageError(f"--output {args.output} exists and is not empty; name a new directory for the soup.")
-    print(average_open_qa_models(args.models, args.output))
+    try:
+        weights = check_average_weights(args.weights, len(args.models))
+    except ValueError as error:
+        raise UsageError(f"--weights: {error}") from None
+    print(average_open_qa_models(args.models, args.output, weights))
 
 
 def ask_command(args: argparse.Namespace) -> int:

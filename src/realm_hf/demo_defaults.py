@@ -38,6 +38,11 @@ DEMO_FINETUNE_RUNS = 1
 another order (loop seeds 0, 1, ...) and the demo answers with their uniform weight average, a model soup
 ([`average_open_qa_models`]). One by default: the soup of two default fine-tunings answered 195 of 500 TriviaQA dev
 questions against 180-192 for its runs, and the same default questions, for 7 more minutes."""
+DEMO_READING_WEIGHT = 0.0
+"""Weight of the reading stage's model in the model the demo answers with, `--reading-weight`: the weight average of
+it and the fine-tuned model(s) (WiSE-FT, Wortsman et al. 2022). Fine-tuning on ~1,400 real questions overwrites
+part of what the reading stage taught (which of two planet blocks answers "the largest planet"); the average keeps
+some of it. See the README for the runs."""
 DEMO_FOCUS_ARTICLES = 50
 """Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
 DEMO_TRAIN_QUESTIONS = 2000

@@ -117,3 +117,35 @@ def test_realm_hf_average_writes_the_soup_and_refuses_bad_directories(two_fine_t
     assert main(["average", *two_fine_tunings, "--output", two_fine_tunings[0]]) == 2
     assert "exists and is not empty" in capsys.readouterr().err
     assert os.listdir(two_fine_tunings[0]) == before
+
+
+def test_a_weighted_average_interpolates_and_bad_weights_are_refused_before_anything_is_written(two_fine_tunings, tmp_path):
+    """`weights` make WiSE-FT's interpolation between a start and its fine-tuning: 0.25 x first + 0.75 x second."""
+    average = RealmForOpenQA.from_pretrained(
+        average_open_qa_models(two_fine_tunings, tmp_path / "wise", weights=[0.25, 0.75])
+    ).state_dict()
+    first, second = (RealmForOpenQA.from_pretrained(directory).state_dict() for directory in two_fine_tunings)
+    for name in first:
+        expected = 0.25 * first[name] + 0.75 * second[name] if first[name].is_floating_point() else first[name]
+        torch.testing.assert_close(average[name], expected, msg=name)
+    only_second = average_state_dicts([first, second], [0.0, 1.0])
+    assert all(torch.equal(only_second[name], second[name]) for name in second)
+    for weights, problem in (([0.5], "one weight per model"), ([0.7, 0.7], "sum to 1"), ([1.5, -0.5], "0 or more")):
+        with pytest.raises(ValueError, match=problem):
+            average_open_qa_models(two_fine_tunings, tmp_path / "bad", weights=weights)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_realm_hf_average_weights(two_fine_tunings, tmp_path, capsys):
+    from realm_hf.cli import main
+
+    assert main(["average", *two_fine_tunings, "--weights", "0.25", "0.75", "--output", str(tmp_path / "wise")]) == 0
+    average = RealmForOpenQA.from_pretrained(tmp_path / "wise").state_dict()
+    first, second = (RealmForOpenQA.from_pretrained(directory).state_dict() for directory in two_fine_tunings)
+    name = next(name for name in first if first[name].is_floating_point() and not torch.equal(first[name], second[name]))
+    torch.testing.assert_close(average[name], 0.25 * first[name] + 0.75 * second[name])
+    capsys.readouterr()
+    assert main(["average", *two_fine_tunings, "--weights", "0.5", "--output", str(tmp_path / "bad")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--weights" in error and "one weight per model" in error
+    assert not (tmp_path / "bad").exists()
