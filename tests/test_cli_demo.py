@@ -325,7 +325,7 @@ def test_the_reading_stage_makes_as_many_questions_as_it_reads_divided_by_its_pa
 def test_the_seed_draws_another_sample_and_seed_0_is_the_default(tmp_path):
     """`--seed` reorders the corpus (so another prefix is pre-trained on) and draws other reading sentences."""
     def prepare(name: str, **seed) -> tuple[list[str], list[str]]:
-        settings = commands.DemoSettings(max_articles=40, reading_steps=3, tiny_models=True, **seed)
+        settings = commands.DemoSettings(max_articles=40, reading_steps=3, reading_passes=1, tiny_models=True, **seed)
         folder = tmp_path / name
         folder.mkdir()
         reading = str(folder / "reading.jsonl") if READING else None
@@ -352,7 +352,9 @@ def test_a_directory_of_an_older_demo_ran_new_settings_as_the_demo_did_before_th
         reading_negatives=0, reading_passes=1, rehearsal_questions=0, finetune_runs=1, reading_weight=0.0
     )
     assert commands._check_demo_settings(str(tmp_path), before) is None
-    assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings()) == "--reading-negatives 0 (asked: 1)"
+    assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings()) == (
+        "--reading-negatives 0 (asked: 1), --reading-passes 1 (asked: 2), --reading-weight 0.0 (asked: 0.5)"
+    )
     assert commands._check_demo_settings(str(tmp_path), replace(before, reading_passes=2)) == (
         "--reading-passes 1 (asked: 2)"
     )
