@@ -48,7 +48,8 @@ def _add_demo(subparsers) -> None:
         description="Pre-train MiniLM briefly with REALM (salient-span MLM through retrieval; no index refresh in so "
         "few steps, so runs repeat), teach its reader to read on wh-cloze questions made from the corpus, fine-tune it "
         "for Open-QA on real questions of the shared QA sets (or on title probes made from the corpus, --train-qa "
-        "titles), and answer a few questions with their evidence (--rehearsal-questions and --finetune-runs: "
+        "titles), and answer a few questions with their evidence, with the weight average of the reading and the "
+        "fine-tuned models (--reading-weight, WiSE-FT) (--rehearsal-questions and --finetune-runs: "
         "rehearse reading questions in fine-tuning, and average fine-tunings in several orders, a model soup). "
         "Finished stages in --output are reused. --retrieval-only is the fast path: index the same-sized corpus once "
         "with MiniLM, show the top blocks, no training, no answer.",
