@@ -676,7 +676,7 @@ def run_demo(output: str, questions: list[str] | None = None, settings: DemoSett
 
     def answer() -> None:
         nonlocal failures
-        print(f"\nAnswers of the fine-tuned model {model}:")
+        print(f"\nAnswers of {model}:")
         failures = answer_questions(model, questions, evaluation)
 
     stage("answer", False, answer, model)
