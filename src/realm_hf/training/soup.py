@@ -64,7 +64,7 @@ def average_state_dicts(
     """
     if not state_dicts:
         raise ValueError("average_state_dicts needs at least one state dict, got none.")
-    weights = check_average_weights(weights, len(state_dicts))
+    coefficients = torch.tensor(check_average_weights(weights, len(state_dicts)), dtype=torch.float32)
     first = state_dicts[0]
     for position, state_dict in enumerate(state_dicts[1:], start=1):
         if state_dict.keys() != first.keys():
@@ -78,8 +78,7 @@ def average_state_dicts(
         if tensor.is_floating_point():
             # [num_models, *shape] -> [*shape]
             stacked = torch.stack([t.float() for t in tensors])
-            coefficients = torch.tensor(weights, dtype=torch.float32).view(-1, *[1] * tensor.dim())
-            average[name] = (stacked * coefficients).sum(0).to(tensor.dtype)
+            average[name] = (stacked * coefficients.view(-1, *[1] * tensor.dim())).sum(0).to(tensor.dtype)
         elif all(torch.equal(t, tensor) for t in tensors[1:]):
             average[name] = tensor
         else:
