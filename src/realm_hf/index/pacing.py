@@ -1,20 +1,18 @@
 """A paced index builder: a background build that runs only in the time slices the trainer lends it, on its thread.
 
-On shared CPU cores every second a background builder computes is taken from the trainer (two runs side by side on 2
-cores: the trainer's step 2.2 -> 12.7 s with an all-cores builder, +27 % with a niced 1-thread one and no build
-finished in 30 steps; benchmarks/results/refresh.md). A paced builder does not run beside the trainer: between steps
-the trainer lends it `share` × the time it has just spent training, and the builder runs alone on all the cores for
-that long, stopping at its next pause point (between embedding batches, between faiss add chunks). Its cost is
-`share` of the trainer's time whatever the cores, the corpus or the models; what it costs besides is staleness: a
-build takes (its CPU time) / `share` of training time.
+On shared CPU cores every second a background builder computes is taken from the trainer, and one held back (fewer
+threads, lower priority) still slows it and finishes late (benchmarks/results/refresh.md). A paced builder does not
+run beside the trainer: between steps the trainer lends it `share` × the time it has just spent training, and the
+builder runs alone on all the cores for that long, stopping at its next pause point (between embedding batches,
+between faiss add chunks). Its cost is `share` of the trainer's time whatever the cores, the corpus or the models;
+what it costs besides is staleness: a build takes (its CPU time) / `share` of training time.
 
 The build runs as a greenlet (a coroutine with a stack of its own) on the trainer's thread, not as a thread. libgomp
 gives every thread that runs parallel torch ops an OpenMP team of its own, and once there are more OpenMP threads
 than cores, every team's workers sleep after a short spin instead of a long one, so each of the trainer's many small
-ops pays a wake-up: with a builder *thread* that merely exists after computing once, 4,000 small torch ops took
-3-4x as long on 2 cores, and a paced builder thread cost the trainer 7-10 points beyond its share
-(benchmarks/results/refresh-paced*.md); `OMP_WAIT_POLICY=PASSIVE` removed those points and slowed every step 18 %. On
-one thread there is one team.
+ops pays a wake-up. A builder *thread* that merely exists therefore slows the trainer beyond its share, and
+`OMP_WAIT_POLICY=PASSIVE` trades that for slower steps everywhere (benchmarks/results/refresh-paced*.md). On one
+thread there is one team.
 
 The embedding loop and the faiss add loop call [`pause_point`] between units of work; it is a no-op except inside a
 paced build. A pause point must not be inside a `torch.autocast` block (the trainer would run in it, and autocast's
