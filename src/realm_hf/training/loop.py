@@ -1,8 +1,9 @@
 """The training loop shared by ICT, REALM pre-training and Open-QA fine-tuning, on Accelerate.
 
 A trainer subclasses [`TrainingLoop`] and implements `training_step(batch) -> (loss, logs)`; it may override
-`on_step_end(step)` (e.g. to swap a refreshed index), `evaluate(step) -> dict`, `extra_state() / load_extra_state()`
-(what a checkpoint records beside models and optimizer) and `save_model(directory)`.
+`on_step_end(step)` (e.g. to swap a refreshed index), `status()` (a short line for the progress bar and the log),
+`evaluate(step) -> dict`, `extra_state() / load_extra_state()` (what a checkpoint records beside models and
+optimizer), `on_train_begin()` / `on_train_end()` and `save_model(directory)`.
 """
 
 from __future__ import annotations
@@ -179,6 +180,19 @@ class TrainingLoop:
     def on_step_end(self, step: int) -> dict[str, float]:
         return {}
 
+    def status(self) -> str:
+        """A short line on the step just taken, shown in the progress bar and at the end of each periodic log line
+        (empty: nothing shown)."""
+        return ""
+
+    def on_train_begin(self) -> None:
+        """Runs on every process once the run starts (after a resume: at the checkpoint's step)."""
+
+    def on_train_end(self) -> dict:
+        """Runs on every process after the final save; what it returns is written, beside the step, into
+        `<output_dir>/trainer_state.json` (main process)."""
+        return {}
+
     def evaluate(self, step: int) -> dict[str, float]:
         return {}
 
@@ -247,6 +261,7 @@ class TrainingLoop:
         running: dict[str, list[float]] = defaultdict(list)  # averaged over the logging window
         latest: dict[str, float] = {}  # last value in the window (index version, refresh timings)
         started, steps_at_start = time.time(), self.step
+        self.on_train_begin()
         self.model.train()
         while self.step < args.max_steps:
             self.dataloader.set_epoch(epoch) if hasattr(self.dataloader, "set_epoch") else None
@@ -267,15 +282,18 @@ class TrainingLoop:
                 if not self.accelerator.sync_gradients:
                     continue
                 self.step += 1
-                progress.update(1)
                 latest.update(self.on_step_end(self.step))
+                status = self.status()
+                if status:
+                    progress.set_postfix_str(status, refresh=False)
+                progress.update(1)
                 if self.step % args.logging_steps == 0 or self.step == args.max_steps:
                     record = {key: sum(values) / len(values) for key, values in running.items() if values}
                     record.update(latest)
                     latest.clear()
                     record["learning_rate"] = self.scheduler.get_last_lr()[0]
                     record["steps_per_second"] = (self.step - steps_at_start) / max(time.time() - started, 1e-9)
-                    self._log(record)
+                    self._log(record, status)
                     running.clear()
                 if args.eval_steps and self.step % args.eval_steps == 0:
                     self._log({f"eval/{k}": v for k, v in self.evaluate(self.step).items()})
@@ -296,17 +314,21 @@ class TrainingLoop:
             self.save_model(os.path.join(args.output_dir, "final"))
             with open(os.path.join(args.output_dir, "history.json"), "w", encoding="utf-8") as f:
                 json.dump(self.history, f, indent=2)
+        summary = self.on_train_end()
+        if self.accelerator.is_main_process:
+            write_json_atomic(os.path.join(args.output_dir, TRAINER_STATE), {"step": self.step, **summary})
         self.accelerator.end_training()
         return self.history
 
-    def _log(self, record: dict[str, float]) -> None:
+    def _log(self, record: dict[str, float], status: str = "") -> None:
         record = {k: v for k, v in record.items() if isinstance(v, (int, float)) and math.isfinite(v)}
         if not record:
             return
         self.history.append({"step": self.step, **record})
         if self.args.report_to != "none":
             self.accelerator.log(record, step=self.step)
-        logger.info("step %d: %s", self.step, " ".join(f"{k}={v:.4g}" for k, v in sorted(record.items())))
+        line = " ".join(f"{k}={v:.4g}" for k, v in sorted(record.items()))
+        logger.info("step %d: %s%s", self.step, line, f" | {status}" if status else "")
 
 
 def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) -> Accelerator:

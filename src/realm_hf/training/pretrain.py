@@ -34,6 +34,7 @@ from .arguments import CorpusArguments, LoopArguments, ModelArguments, Pretraini
 from .index_builder import build_index_from_snapshot, refresh_resources
 from .loop import TRAINER_STATE, TrainingLoop, complete_checkpoints, decay_parameter_groups, resolve_checkpoint
 from .precision import autocast_dtype, resolve_embed_dtype
+from .retriever_learning import RetrieverLearningTracker
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +248,24 @@ class RealmPretrainer(TrainingLoop):
             loop_args, RealmPretrainingModel(retriever, encoder), dataloader, accelerator=accelerator,
             config={**vars(model_args), **vars(corpus_args), **vars(pretraining_args), **vars(loop_args)},
         )
+        self.retriever_learning = RetrieverLearningTracker(
+            gate_utility=pretraining_args.retriever_gate_utility, gate_window=pretraining_args.retriever_gate_window,
+            freeze_steps=pretraining_args.retriever_freeze_steps,
+            reading_warmup_steps=pretraining_args.reading_warmup_steps,
+            frozen_by=self._retriever_frozen_by(),
+        )
         self._prepare_index(work)
+
+    def _retriever_frozen_by(self) -> str | None:
+        """The setting that keeps the retriever from ever learning (a zero learning rate, no trainable parameter)."""
+        rate = self.pretraining_args.retriever_learning_rate
+        if rate == 0:
+            return "retriever_learning_rate=0"
+        if rate is None and self.args.learning_rate == 0:
+            return "learning_rate=0"
+        if not any(p.requires_grad for p in self.retriever.parameters()):
+            return "requires_grad=False"
+        return None
 
     def parameter_groups(self, model: RealmPretrainingModel) -> list[dict]:
         """The encoder's BERT, its MLM head (at `mlm_head_learning_rate` when given) and the retriever (from
@@ -288,12 +306,14 @@ class RealmPretrainer(TrainingLoop):
         utility = self.accelerator.reduce(utility, reduction="mean").item()  # the same decision on every rank
         self.utility_window = (self.utility_window + [utility])[-args.retriever_gate_window :]
         window_mean = sum(self.utility_window) / len(self.utility_window)
+        self.retriever_learning.observe_gate(window_mean, len(self.utility_window))
         if len(self.utility_window) == args.retriever_gate_window and window_mean >= args.retriever_gate_utility:
             self.retriever_start_step = step
+            self.retriever_learning.gate_opened(step)
             logger.info(
                 "The encoder reads the retrieved blocks (reading utility of the top block %.3f >= %.3f over %d steps): "
-                "the retriever learns from step %d", window_mean, args.retriever_gate_utility, len(self.utility_window),
-                step,
+                "the gate opens after step %d, the retriever learns from step %d", window_mean,
+                args.retriever_gate_utility, len(self.utility_window), step, step + 1,
             )
         return {"ru_gate_window_mean": window_mean}
 
@@ -362,6 +382,7 @@ class RealmPretrainer(TrainingLoop):
     def on_step_end(self, step: int) -> dict[str, float]:
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
         gate_logs = self._update_utility_gate(step)
+        self.retriever_learning.record_step(step, self.retriever_learns(step - 1))
         swapped = [None]
         # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate): it
         # would rebuild the same index
@@ -375,11 +396,28 @@ class RealmPretrainer(TrainingLoop):
             if not self.accelerator.is_main_process and swapped[0] is not None:
                 self.index = RealmIndex.from_pretrained(swapped[0])
         logs: dict[str, float] = {"index_step": float(self.index.step or 0), **gate_logs}
-        logs["retriever_learning"] = float(self.retriever_learns(step))
+        logs["retriever_learning"] = float(self.retriever_learning.learning)  # at the step just taken
         if swapped[0] is not None and self.refresher is not None and self.refresher.stats:
             last = self.refresher.stats[-1]
             logs.update({f"refresh/{k}": float(v) for k, v in last.items()})
         return logs
+
+    def status(self) -> str:
+        """Whether the retriever learned at the step just taken, and what holds it otherwise (the gate's utility)."""
+        return self.retriever_learning.status()
+
+    def on_train_begin(self) -> None:
+        """Say loudly when the retriever starts frozen: for the whole run, or until the utility gate opens."""
+        message = self.retriever_learning.start_message(self.step, self.args.max_steps)
+        if message is not None and self.accelerator.is_main_process:
+            logger.log(*message)
+
+    def on_train_end(self) -> dict:
+        """Sum up how long the retriever learned (a warning when it never did, or hardly); the record goes into
+        `<output_dir>/trainer_state.json`."""
+        if self.accelerator.is_main_process:
+            logger.log(*self.retriever_learning.summary())
+        return {"retriever_learning": self.retriever_learning.state_dict()}
 
     # ------------------------------------------------------------------------------------------------- step
     def embed_sentences(self, examples: list[dict]) -> torch.Tensor:
@@ -575,6 +613,7 @@ class RealmPretrainer(TrainingLoop):
             # refreshes requested but not swapped in: a resumed run takes them up at once (resume_in_flight)
             "refresh_in_flight": self.refresher.in_flight() if self.refresher is not None else [],
             "retriever_start_step": self.retriever_start_step, "utility_window": self.utility_window,
+            "retriever_learning": self.retriever_learning.state_dict(),
         }
 
     def save_checkpoint(self) -> str:
@@ -586,6 +625,15 @@ class RealmPretrainer(TrainingLoop):
         if self.pretraining_args.retriever_gate_utility is not None:
             self.retriever_start_step = state.get("retriever_start_step")
             self.utility_window = list(state.get("utility_window", []))
+        if "retriever_learning" in state:
+            self.retriever_learning.load_state_dict(state["retriever_learning"])
+        else:  # a checkpoint of an older realm_hf: the retriever has learned since its start step
+            start = self.retriever_start_step
+            learned = 0 if start is None or self.retriever_learning.frozen_by else max(0, self.step - start)
+            gated = self.pretraining_args.retriever_gate_utility is not None
+            self.retriever_learning.load_state_dict(
+                {"steps_total": self.step, "steps_learning": learned, "gate_opened_at_step": start if gated else None}
+            )
         step = state.get("index_step")
         directory = os.path.join(self.index_root, f"index-{step}")
         if step is not None and os.path.isdir(directory):

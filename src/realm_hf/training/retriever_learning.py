@@ -1,0 +1,207 @@
+"""Whether the retriever learns during REALM pre-training: a status per step, a summary of the run, a saved record.
+
+The retriever learns only from the masked-LM signal through `p(z|x)`. The reading warm-up, `retriever_freeze_steps`,
+the utility gate (`retriever_gate_utility`) and a zero retriever learning rate hold it frozen; a run whose retriever
+never learned is a run of the encoder alone, and the user is told so, with the knob that held it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+LOW_LEARNING_FRACTION = 0.1
+"""Below this fraction of its steps, a run whose retriever learned is summed up as a warning."""
+
+_FIXES = {
+    "retriever_gate_utility": "lower the gate (--retriever_gate_utility), train longer (--max_steps), or drop "
+    "retriever_gate_utility from the config (no gate)",
+    "retriever_freeze_steps": "lower --retriever_freeze_steps or raise --max_steps",
+    "reading_warmup_steps": "lower --reading_warmup_steps or raise --max_steps",
+    "retriever_learning_rate": "set --retriever_learning_rate above 0",
+    "learning_rate": "set --learning_rate (or --retriever_learning_rate) above 0",
+    "requires_grad": "leave the retriever's parameters trainable (requires_grad=True)",
+}
+
+
+class RetrieverLearningTracker:
+    r"""
+    Counts the optimizer steps at which the retriever learns and says what holds it frozen otherwise.
+
+    The trainer calls [`~RetrieverLearningTracker.record_step`] after every step,
+    [`~RetrieverLearningTracker.observe_gate`] when the utility gate measures, and
+    [`~RetrieverLearningTracker.gate_opened`] when it opens. Steps are counted 1-based, as in the log lines ("step 10"
+    is the state after ten steps).
+
+    Args:
+        gate_utility (`float`, *optional*):
+            `retriever_gate_utility`: the retriever stays frozen until the reading utility, averaged over
+            `gate_window` steps, reaches it. None: no gate.
+        gate_window (`int`, *optional*, defaults to 1):
+            `retriever_gate_window`.
+        freeze_steps (`int`, *optional*, defaults to 0):
+            `retriever_freeze_steps`: the retriever is frozen during the first `freeze_steps` steps.
+        reading_warmup_steps (`int`, *optional*, defaults to 0):
+            `reading_warmup_steps`: the retriever is frozen during the reading warm-up.
+        frozen_by (`str`, *optional*):
+            The setting that keeps the retriever from ever learning: `"retriever_learning_rate=0"`,
+            `"learning_rate=0"` or `"requires_grad=False"`; None when there is none.
+    """
+
+    def __init__(
+        self,
+        gate_utility: float | None = None,
+        gate_window: int = 1,
+        freeze_steps: int = 0,
+        reading_warmup_steps: int = 0,
+        frozen_by: str | None = None,
+    ):
+        self.gate_utility = gate_utility
+        self.gate_window = gate_window
+        self.freeze_steps = freeze_steps
+        self.reading_warmup_steps = reading_warmup_steps
+        self.frozen_by = frozen_by
+        self.steps_learning = 0
+        self.steps_total = 0
+        self.gate_opened_at_step: int | None = None
+        self.reason_frozen: str | None = None  # the knob that held the retriever at its last frozen step
+        self.highest_utility: float | None = None  # highest gate mean over a full window
+        self._utility: tuple[float, int] | None = None  # the gate's latest mean and the steps it averages
+        self.learning = False  # at the last recorded step
+
+    # ------------------------------------------------------------------------------------------- per step
+    def observe_gate(self, window_mean: float, window_steps: int) -> None:
+        """The gate's running mean of reading utility after this step, over `window_steps` steps."""
+        self._utility = (window_mean, window_steps)
+        if window_steps >= self.gate_window:
+            highest = self.highest_utility
+            self.highest_utility = window_mean if highest is None else max(highest, window_mean)
+
+    def gate_opened(self, step: int) -> None:
+        """The gate opened after `step` steps: the retriever learns from step `step + 1`."""
+        self.gate_opened_at_step = step
+
+    def record_step(self, step: int, learning: bool) -> None:
+        """Step `step` (1-based) was taken with the retriever learning (`learning`, by the schedule) or frozen."""
+        self.learning = learning and self.frozen_by is None
+        self.steps_total = step
+        if self.learning:
+            self.steps_learning += 1
+        else:
+            self.reason_frozen = self._holding_knob(step)
+
+    def _holding_knob(self, step: int) -> str:
+        """The setting that holds the retriever frozen at step `step` (1-based)."""
+        if self.frozen_by is not None:
+            return self.frozen_by.split("=")[0]
+        if step <= self.reading_warmup_steps and self.reading_warmup_steps >= self.freeze_steps:
+            return "reading_warmup_steps"
+        if step <= self.freeze_steps:
+            return "retriever_freeze_steps"
+        return "retriever_gate_utility"
+
+    def status(self) -> str:
+        """One short line on the last recorded step, e.g. `"retriever: frozen (gate: utility 0.05 < 0.2)"`."""
+        if self.learning:
+            return "retriever: learning"
+        knob = self.reason_frozen
+        if knob in ("reading_warmup_steps", "retriever_freeze_steps"):
+            until = self.reading_warmup_steps if knob == "reading_warmup_steps" else self.freeze_steps
+            return f"retriever: frozen ({knob}: until step {until})"
+        if knob == "retriever_gate_utility":
+            if self.gate_opened_at_step is not None:
+                return f"retriever: frozen (gate opened: learns from step {self.gate_opened_at_step + 1})"
+            if self._utility is None:
+                return "retriever: frozen (gate: utility not measured yet)"
+            utility, steps = self._utility
+            relation = "<" if utility < self.gate_utility else ">="
+            window = f", {steps}/{self.gate_window} steps" if steps < self.gate_window else ""
+            return f"retriever: frozen (gate: utility {utility:.3g} {relation} {self.gate_utility:g}{window})"
+        return f"retriever: frozen ({self.frozen_by})"
+
+    # ---------------------------------------------------------------------------------------- run messages
+    def start_message(self, step: int, max_steps: int) -> tuple[int, str] | None:
+        """The log level and line that say, when a run starts at `step` (after a resume, the checkpoint's), that the
+        retriever is held frozen; None when it learns from the next step on."""
+        if step >= max_steps:
+            return None
+        if self.frozen_by is not None:
+            knob = self.frozen_by.split("=")[0]
+            flag = "" if knob == "requires_grad" else f" (--{knob})"
+            return logging.WARNING, (
+                f"The retriever is frozen for the whole run: {self.frozen_by}{flag}; only the encoder learns."
+            )
+        scheduled = max(self.freeze_steps, self.reading_warmup_steps)
+        knob = "reading_warmup_steps" if self.reading_warmup_steps >= self.freeze_steps else "retriever_freeze_steps"
+        if scheduled >= max_steps:
+            return logging.WARNING, (
+                f"The retriever is frozen for the whole run: {knob}={scheduled} >= max_steps={max_steps} (--{knob}); "
+                "only the encoder learns."
+            )
+        after = f" after step {scheduled} ({knob})" if scheduled > step else ""
+        if self.gate_utility is not None and self.gate_opened_at_step is None:
+            return logging.WARNING, (
+                f"The retriever is frozen until the gate opens{after}: the top retrieved block's reading utility must "
+                f"average retriever_gate_utility={self.gate_utility} nats over {self.gate_window} steps "
+                "(--retriever_gate_utility); the progress line shows the utility."
+            )
+        if scheduled > step:
+            return logging.INFO, f"The retriever is frozen until step {scheduled} ({knob}={scheduled})."
+        return None
+
+    def summary(self) -> tuple[int, str]:
+        """The log level (WARNING when the retriever never learned, or in under `LOW_LEARNING_FRACTION` of the steps)
+        and the line that sums up the run."""
+        total, learned = self.steps_total, self.steps_learning
+        opened = (
+            f"the gate (retriever_gate_utility={self.gate_utility}) opened after step {self.gate_opened_at_step}"
+            if self.gate_opened_at_step is not None
+            else None
+        )
+        if learned == 0 and total > 0:
+            knob = self.reason_frozen or "retriever_gate_utility"
+            return logging.WARNING, (
+                f"The retriever never learned in {total} steps: {self._cause(knob)}. REALM's retriever learns only "
+                f"from the masked-LM signal: {_FIXES[knob]}."
+            )
+        if total > 0 and learned < LOW_LEARNING_FRACTION * total:
+            knob = self.reason_frozen or "retriever_gate_utility"
+            held = opened or f"{knob} held it frozen until step {total - learned}"
+            return logging.WARNING, (
+                f"The retriever learned in only {learned} of {total} steps ({learned / total:.0%}): {held}. REALM's "
+                f"retriever learns only from the masked-LM signal: {_FIXES[knob]}."
+            )
+        if learned < total and self.reason_frozen is not None:
+            held = opened or f"frozen until step {total - learned} by {self.reason_frozen}"
+            return logging.INFO, f"The retriever learned in {learned} of {total} steps; {held}."
+        return logging.INFO, f"The retriever learned in {learned} of {total} steps."
+
+    def _cause(self, knob: str) -> str:
+        if knob == "retriever_gate_utility":
+            if self.highest_utility is None:
+                reached = f"no full window of {self.gate_window} steps was measured"
+            else:
+                reached = f"highest utility {self.highest_utility:.3g} (mean over {self.gate_window} steps)"
+            return f"the gate (retriever_gate_utility={self.gate_utility}) never opened; {reached}"
+        if knob in ("retriever_freeze_steps", "reading_warmup_steps"):
+            steps = self.freeze_steps if knob == "retriever_freeze_steps" else self.reading_warmup_steps
+            return f"{knob}={steps} covers all {self.steps_total} steps"
+        return f"{self.frozen_by}"
+
+    # ------------------------------------------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        """The record of `trainer_state.json` (`"retriever_learning"`); [`load_state_dict`] takes it back."""
+        return {
+            "steps_learning": self.steps_learning,
+            "steps_total": self.steps_total,
+            "gate_opened_at_step": self.gate_opened_at_step,
+            "reason_frozen": self.reason_frozen,
+            "highest_gate_utility": self.highest_utility,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue the counts of a checkpoint's record (a resumed run counts on, it does not restart from 0)."""
+        self.steps_learning = int(state.get("steps_learning", 0))
+        self.steps_total = int(state.get("steps_total", 0))
+        self.gate_opened_at_step = state.get("gate_opened_at_step")
+        self.reason_frozen = state.get("reason_frozen")
+        self.highest_utility = state.get("highest_gate_utility")

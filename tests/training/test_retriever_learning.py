@@ -1,0 +1,116 @@
+"""The user sees whether the retriever learns: a status in each log line, a warning at the start and at the end of a run
+whose retriever is held frozen, and a `retriever_learning` record in `trainer_state.json` that a resumed run counts on.
+"""
+
+import json
+import logging
+
+import pytest
+
+pytest.importorskip("spacy")
+pytest.importorskip("faiss")
+
+from test_pretrainer import make_trainer  # noqa: E402
+
+from realm_hf.training.retriever_learning import RetrieverLearningTracker  # noqa: E402
+
+LOGGERS = ("realm_hf.training.pretrain", "realm_hf.training.loop")
+
+
+def _train(trainer, caplog) -> list[logging.LogRecord]:
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=LOGGERS[0]), caplog.at_level(logging.INFO, logger=LOGGERS[1]):
+        trainer.train()
+    return list(caplog.records)
+
+
+def _record(path) -> dict:
+    with open(path / "trainer_state.json", encoding="utf-8") as f:
+        return json.load(f)["retriever_learning"]
+
+
+def _warnings(records) -> list[str]:
+    return [r.getMessage() for r in records if r.levelno >= logging.WARNING and "retriever" in r.getMessage().lower()]
+
+
+def test_a_gate_that_never_opens_is_announced_shown_at_each_log_line_and_summed_up_as_a_warning(tmp_path, caplog):
+    trainer = make_trainer(tmp_path, max_steps=4, refresh="0", save_steps=4, retriever_gate_utility=100.0,
+                           retriever_gate_window=2)
+    records = _train(trainer, caplog)
+    start, end = _warnings(records)
+    assert "frozen until the gate opens" in start and "--retriever_gate_utility" in start
+    assert end.startswith("The retriever never learned in 4 steps: the gate (retriever_gate_utility=100.0) never opened")
+    assert "highest utility" in end and "--retriever_gate_utility" in end and "masked-LM signal" in end
+    log_lines = [r.getMessage() for r in records if r.getMessage().startswith("step ")]
+    assert log_lines and all("| retriever: frozen (gate: utility " in line and "< 100)" in line for line in log_lines)
+    expected = {"steps_learning": 0, "steps_total": 4, "gate_opened_at_step": None,
+                "reason_frozen": "retriever_gate_utility"}
+    for path in (tmp_path, tmp_path / "checkpoint-4"):  # the run's state, and its last checkpoint's
+        record = _record(path)
+        assert {k: record[k] for k in expected} == expected
+        assert abs(record["highest_gate_utility"]) < 100
+
+
+def test_without_a_gate_the_retriever_learns_at_every_step(tmp_path, caplog):
+    trainer = make_trainer(tmp_path, max_steps=3, refresh="0", logging_steps=1)
+    records = _train(trainer, caplog)
+    assert _warnings(records) == []
+    assert "The retriever learned in 3 of 3 steps." in caplog.text
+    log_lines = [r.getMessage() for r in records if r.getMessage().startswith("step ")]
+    assert len(log_lines) == 3 and all(line.endswith("| retriever: learning") for line in log_lines)
+    assert _record(tmp_path) == {"steps_learning": 3, "steps_total": 3, "gate_opened_at_step": None,
+                                 "reason_frozen": None, "highest_gate_utility": None}
+
+
+def test_freeze_steps_are_counted_and_a_resumed_run_counts_on(tmp_path, caplog):
+    trainer = make_trainer(tmp_path, max_steps=4, refresh="0", save_steps=2, logging_steps=1, retriever_freeze_steps=1)
+    records = _train(trainer, caplog)
+    assert _warnings(records) == []
+    assert "The retriever is frozen until step 1 (retriever_freeze_steps=1)." in caplog.text
+    statuses = [r.getMessage().split(" | ")[-1] for r in records if r.getMessage().startswith("step ")]
+    assert statuses == ["retriever: frozen (retriever_freeze_steps: until step 1)"] + ["retriever: learning"] * 3
+    assert [r["retriever_learning"] for r in trainer.history if "retriever_learning" in r] == [0.0, 1.0, 1.0, 1.0]
+    assert "The retriever learned in 3 of 4 steps; frozen until step 1 by retriever_freeze_steps." in caplog.text
+    expected = {"steps_learning": 3, "steps_total": 4, "gate_opened_at_step": None,
+                "reason_frozen": "retriever_freeze_steps", "highest_gate_utility": None}
+    assert _record(tmp_path) == expected
+    assert _record(tmp_path / "checkpoint-2") == dict(expected, steps_learning=1, steps_total=2)
+
+    # resumed at step 2: the counts go on from the checkpoint's (1 of 2), not from 0
+    resumed = make_trainer(tmp_path, max_steps=4, refresh="0", save_steps=0, retriever_freeze_steps=1,
+                           resume=str(tmp_path / "checkpoint-2"))
+    _train(resumed, caplog)
+    assert _record(tmp_path) == expected
+    assert "The retriever learned in 3 of 4 steps" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("settings", "start", "end"),
+    [
+        ({"retriever_freeze_steps": 5}, "frozen for the whole run: retriever_freeze_steps=5 >= max_steps=2 "
+         "(--retriever_freeze_steps)", "retriever_freeze_steps=5 covers all 2 steps"),
+        ({"retriever_learning_rate": 0.0}, "frozen for the whole run: retriever_learning_rate=0 "
+         "(--retriever_learning_rate)", "set --retriever_learning_rate above 0"),
+    ],
+)
+def test_a_retriever_frozen_for_the_whole_run_is_announced_and_summed_up(tmp_path, caplog, settings, start, end):
+    trainer = make_trainer(tmp_path, max_steps=2, refresh="0", **settings)
+    first, last = _warnings(_train(trainer, caplog))
+    assert start in first
+    assert last.startswith("The retriever never learned in 2 steps") and end in last
+    assert _record(tmp_path)["steps_learning"] == 0
+
+
+def test_a_retriever_that_learned_in_a_small_fraction_of_the_steps_is_a_warning():
+    tracker = RetrieverLearningTracker(gate_utility=0.2, gate_window=2)
+    for step in range(1, 21):
+        if step == 19:
+            tracker.observe_gate(0.25, 2)
+            tracker.gate_opened(19)
+        tracker.record_step(step, learning=step > 19)
+    level, message = tracker.summary()
+    assert level == logging.WARNING
+    assert message.startswith("The retriever learned in only 1 of 20 steps (5%): the gate (retriever_gate_utility=0.2) "
+                              "opened after step 19.")
+    assert "--retriever_gate_utility" in message
+    assert tracker.state_dict()["gate_opened_at_step"] == 19 and tracker.state_dict()["highest_gate_utility"] == 0.25
