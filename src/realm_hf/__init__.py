@@ -74,6 +74,8 @@ def _lazy_exports(
 
 _EXPORTS = {
     "configuration": ["RealmForOpenQAConfig", "RealmKnowledgeEncoderConfig", "RealmReaderConfig", "RealmRetrieverConfig"],
+    # the corpus index a model retrieves from (data, not weights; imports faiss only when used)
+    "index": ["RealmIndex"],
     "modeling": [
         "RealmForOpenQA",
         "RealmForOpenQAOutput",
