@@ -1,4 +1,4 @@
-"""`realm-hf demo`: pre-train, fine-tune and answer on the embedded corpus, and the `--retrieval-only` fast path.
+"""`realm-hf demo --recipe wikipedia-qa`: pre-train, fine-tune and answer on the embedded corpus, and the `--retrieval-only` fast path.
 
 The full path runs with the hidden `--tiny-models` flag (tiny random models pre-trained, then fine-tuned from that
 pre-training output) on a few articles and 2 steps per stage: seconds, not the minutes of the real default demo.
@@ -50,7 +50,7 @@ def read_jsonl(path) -> list[dict]:
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     output = tmp_path_factory.mktemp("demo") / "run"
-    status, stdout, stderr = run_cli(["demo", "--output", str(output), *TINY_DEMO])
+    status, stdout, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--output", str(output), *TINY_DEMO])
     return {"output": output, "status": status, "stdout": stdout, "stderr": stderr}
 
 
@@ -141,7 +141,7 @@ def test_rerun_reuses_the_finished_stages(demo_run, caplog):
     weights = output / "openqa" / "final" / "model.safetensors"
     before = weights.stat().st_mtime_ns
     with caplog.at_level(logging.INFO, logger="realm_hf.commands"):
-        status, stdout, stderr = run_cli(["demo", "--output", str(output), *TINY_DEMO, "--question", "what is a river"])
+        status, stdout, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--output", str(output), *TINY_DEMO, "--question", "what is a river"])
     assert status == 0, stderr
     reused = [record.getMessage() for record in caplog.records if "reusing" in record.getMessage()]
     assert len(reused) == 3 + READING  # data, pre-training, (reading,) fine-tuning
@@ -162,30 +162,30 @@ def test_demo_fine_tunes_the_reader_alone_unless_asked_to_train_the_retriever(de
     fine_tuned = RealmForOpenQA.from_pretrained(output / "openqa" / "final").retriever.query_embedder
     for (name, before), (_, after) in zip(pretrained.state_dict().items(), fine_tuned.state_dict().items()):
         assert torch.equal(before, after), name
-    status, _, stderr = run_cli(["demo", "--output", str(output), *TINY_DEMO, "--train-retriever"])
+    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--output", str(output), *TINY_DEMO, "--train-retriever"])
     assert status == 2 and "--train-retriever False (asked: True)" in stderr
 
 
 def test_rerun_with_other_settings_is_refused(demo_run):
-    argv = ["demo", "--output", str(demo_run["output"]), *TINY_DEMO[:-1], "3"]  # --finetune-steps 3
+    argv = ["demo", "--recipe", "wikipedia-qa", "--output", str(demo_run["output"]), *TINY_DEMO[:-1], "3"]  # --finetune-steps 3
     status, _, stderr = run_cli(argv)
     assert status == 2
     assert "--finetune-steps 2 (asked: 3)" in stderr and "another --output" in stderr
 
 
 def test_bad_values_are_named():
-    status, _, stderr = run_cli(["demo", "--pretrain-steps", "0", "--output", "unused"])
+    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--pretrain-steps", "0", "--output", "unused"])
     assert status == 2 and "--pretrain-steps must be a positive integer, got 0" in stderr
-    status, _, stderr = run_cli(["demo", "--reader-warmup-steps", "-1", "--output", "unused"])
+    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--reader-warmup-steps", "-1", "--output", "unused"])
     assert status == 2 and "--reader-warmup-steps must be 0 or a positive integer, got -1" in stderr
-    status, _, stderr = run_cli(["demo", "--rehearsal-questions", "-5", "--output", "unused"])
+    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--rehearsal-questions", "-5", "--output", "unused"])
     assert status == 2 and "--rehearsal-questions must be 0 or a positive integer, got -5" in stderr
-    status, _, stderr = run_cli(["demo", "--finetune-runs", "0", "--output", "unused"])
+    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--finetune-runs", "0", "--output", "unused"])
     assert status == 2 and "--finetune-runs must be a positive integer, got 0" in stderr
     for weight in ("1", "-0.5"):
-        status, _, stderr = run_cli(["demo", "--reading-weight", weight, "--output", "unused"])
+        status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--reading-weight", weight, "--output", "unused"])
         assert status == 2 and "--reading-weight must be at least 0 and below 1" in stderr and weight in stderr
-    status, _, stderr = run_cli(["demo", "--reading-passes", "0", "--output", "unused"])
+    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--reading-passes", "0", "--output", "unused"])
     assert status == 2 and "--reading-passes must be a positive integer, got 0" in stderr
     assert not os.path.exists("unused")
 
@@ -198,9 +198,9 @@ def test_an_unknown_span_normalization_is_refused_before_any_work():
     from realm_hf.configuration import SPAN_NORMALIZATIONS
 
     for value in SPAN_NORMALIZATIONS:
-        assert build_parser().parse_args(["demo", "--span-normalization", value]).span_normalization == value
+        assert build_parser().parse_args(["demo", "--recipe", "wikipedia-qa", "--span-normalization", value]).span_normalization == value
     with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as stderr:
-        build_parser().parse_args(["demo", "--span-normalization", "orqa"])
+        build_parser().parse_args(["demo", "--recipe", "wikipedia-qa", "--span-normalization", "orqa"])
     assert "--span-normalization: invalid choice: 'orqa'" in stderr.getvalue()
     with pytest.raises(ValueError, match=r"--span-normalization must be one of block, global, got 'orqa'"):
         DemoSettings(span_normalization="orqa")
@@ -277,7 +277,7 @@ def test_two_demo_runs_give_the_same_answers(demo_run, tmp_path):
     second = tmp_path / "again"
     shutil.copytree(demo_run["output"] / "data", second / "data")  # the data stage is deterministic too, and slow
     shutil.copy(demo_run["output"] / "demo_settings.json", second / "demo_settings.json")
-    status, stdout, stderr = run_cli(["demo", "--output", str(second), *TINY_DEMO])
+    status, stdout, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--output", str(second), *TINY_DEMO])
     assert status == 0, stderr
 
     def answers(text: str) -> list[str]:
@@ -386,7 +386,7 @@ def test_the_reading_stage_is_skipped_without_spacy_and_says_so(monkeypatch, cap
 def test_retrieval_only_prints_top_blocks(tmp_path):
     output = tmp_path / "retrieval"
     status, stdout, stderr = run_cli(
-        ["demo", "--retrieval-only", "--output", str(output), "--max-articles", "20", "-k", "2",
+        ["demo", "--recipe", "wikipedia-qa", "--retrieval-only", "--output", str(output), "--max-articles", "20", "-k", "2",
          "--question", "what is an apple"]
     )
     assert status == 0, stderr

@@ -175,6 +175,6 @@ def test_the_console_command_prints_one_line():
 
 def test_demo_refuses_an_empty_question_before_any_work(tmp_path, capsys):
     output = tmp_path / "demo"
-    assert main(["demo", "--output", str(output), "--question", "who wrote hamlet", "--question", " "]) == 2
+    assert main(["demo", "--recipe", "wikipedia-qa", "--output", str(output), "--question", "who wrote hamlet", "--question", " "]) == 2
     assert "question 2 is empty" in error_line(capsys, "demo")
     assert not output.exists()

@@ -38,23 +38,49 @@ from .demo_defaults import (
     DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES, DEMO_READING_STEPS, DEMO_READING_WEIGHT,
     DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
+from .demo.defaults import DEMO_ENTITIES, DEMO_EVAL_EVERY, DEMO_INIT, KNOWLEDGE_INITS
 from .quiet import configure_logging
+
+
+DEMO_RECIPES = ("knowledge", "wikipedia-qa")
+DEMO_OUTPUTS = {"knowledge": "outputs/demo", "wikipedia-qa": "outputs/demo-wikipedia-qa"}
 
 
 def _add_demo(subparsers) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="The REALM story on the embedded default corpus: pre-train briefly, fine-tune briefly, answer (CPU, minutes).",
-        description="Pre-train MiniLM briefly with REALM (salient-span MLM through retrieval; no index refresh in so "
-        "few steps, so runs repeat), teach its reader to read on wh-cloze questions made from the corpus, fine-tune it "
-        "for Open-QA on real questions of the shared QA sets (or on title probes made from the corpus, --train-qa "
-        "titles), and answer a few questions with their evidence, with the weight average of the reading and the "
-        "fine-tuned models (--reading-weight, WiSE-FT) (--rehearsal-questions and --finetune-runs: "
-        "rehearse reading questions in fine-tuning, and average fine-tunings in several orders, a model soup). "
-        "Finished stages in --output are reused. --retrieval-only is the fast path: index the same-sized corpus once "
-        "with MiniLM, show the top blocks, no training, no answer.",
+        help="Watch REALM's retriever learn from the masked-LM signal (about 5 minutes on a CPU), or the longer "
+        "Wikipedia Open-QA demo (--recipe wikipedia-qa).",
+        description="--recipe knowledge (default): REALM pre-training of all-MiniLM-L6-v2 on a synthetic knowledge "
+        "corpus (fictional people, one document each), twice: retriever trained by the masked-LM signal and retriever "
+        "frozen (the control). Prints how often each retrieves the right document and fills the blank of held-out "
+        "sentences (facts no pre-training sentence states, unseen wordings) before and after, then answers a few with "
+        "the document read and the evidence. --recipe wikipedia-qa: pre-train briefly on the embedded Wikipedia lead "
+        "sections, teach the reader to read on wh-cloze questions, fine-tune it for Open-QA, and answer questions "
+        "with their source block (tens of minutes). Finished stages in --output are reused.",
     )
-    parser.add_argument("--output", default="outputs/demo", help="Where the data, the models and the indexes go (default: %(default)s).")
+    parser.add_argument("--recipe", choices=DEMO_RECIPES, default="knowledge", help="Which demo (default: %(default)s).")
+    parser.add_argument(
+        "--output", default=None,
+        help="Where the data, the models and the indexes go (default: "
+        + ", ".join(f"{path} for {recipe}" for recipe, path in DEMO_OUTPUTS.items()) + ").",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEMO_SEED,
+        help="Seed of the data: the knowledge task's people and facts, or the Wikipedia sample (default: %(default)s).",
+    )
+    knowledge = parser.add_argument_group("--recipe knowledge")
+    knowledge.add_argument(
+        "--init", choices=KNOWLEDGE_INITS, default=None,
+        help="Initialization: minilm-cls (all-MiniLM-L6-v2 with REALM's [CLS] pooling and a fresh 128-d projection), "
+        f"minilm (mean pooling) or tiny (random 2-layer BERTs with an ICT warm start) (default: {DEMO_INIT}).",
+    )
+    knowledge.add_argument("--entities", type=int, default=None, help=f"Fictional people, hence documents (default: {DEMO_ENTITIES}).")
+    knowledge.add_argument("--steps", type=int, default=None, help="REALM pre-training steps of each run (default: the init's recipe).")
+    knowledge.add_argument("--warmup-steps", type=int, default=None, help="Reading warm-up steps (default: the init's recipe).")
+    knowledge.add_argument("--eval-every", type=int, default=None, help=f"Held-out evaluation every N REALM steps (default: {DEMO_EVAL_EVERY}).")
+    parser.add_argument("--tiny-models", action="store_true", help=argparse.SUPPRESS)  # tests: tiny random models, seconds
+    demo, parser = parser, parser.add_argument_group("--recipe wikipedia-qa")  # the options below are its own
     parser.add_argument("--question", action="append", default=None, help="A question to ask (repeatable; default: 4 demo questions).")
     parser.add_argument(
         "--max-articles", type=int, default=None,
@@ -76,11 +102,6 @@ def _add_demo(subparsers) -> None:
         "--reading-passes", type=int, default=DEMO_READING_PASSES,
         help="Times each reading question is read; the stage makes reading-steps x 4 / passes of them (default: "
         "%(default)s).",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=DEMO_SEED,
-        help="Seed of the data sample: the corpus order (so the pre-training articles) and the reading sentences "
-        "(default: %(default)s).",
     )
     parser.add_argument(
         "--reader-warmup-steps", type=int, default=DEMO_READER_WARMUP_STEPS,
@@ -132,7 +153,11 @@ def _add_demo(subparsers) -> None:
     parser.add_argument("--retrieval-only", action="store_true", help="Only index with MiniLM and show the top blocks (no training, no answer).")
     parser.add_argument("-k", "--top-k", type=int, default=3, help="Blocks shown per question with --retrieval-only.")
     parser.add_argument("--batch-size", type=int, default=64, help="Blocks per forward pass when indexing with --retrieval-only.")
-    parser.add_argument("--tiny-models", action="store_true", help=argparse.SUPPRESS)  # tests: tiny random models, seconds
+    # which options belong to which recipe, so that an option given to the other recipe is refused, not ignored
+    demo.set_defaults(
+        knowledge_options=[action.dest for action in knowledge._group_actions],
+        wikipedia_qa_defaults={action.dest: action.default for action in parser._group_actions},
+    )
 
 
 def _add_build_index(subparsers) -> None:
@@ -306,10 +331,43 @@ def _demo_train_qa(value: str) -> str | None:
     return train_qa
 
 
+# tests: the tiny init at test size (seconds)
+TINY_KNOWLEDGE_RECIPE = {
+    "ict_steps": 2, "ict_batch_size": 8, "reading_warmup_batch_size": 8, "batch_size": 4,
+    "random_bert": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
+}
+
+
 def _demo(args: argparse.Namespace) -> int:
-    """`realm-hf demo`: check the arguments, then the retrieval-only fast path or the full demo."""
+    """`realm-hf demo`: check the arguments, then the knowledge demo, or the Wikipedia Open-QA demo (its
+    retrieval-only fast path or the whole of it)."""
+    from .validation import UsageError, check_positive, check_texts
+
+    given = {
+        "knowledge": [name for name in args.knowledge_options if getattr(args, name) is not None],
+        "wikipedia-qa": [name for name, default in args.wikipedia_qa_defaults.items() if getattr(args, name) != default],
+    }
+    for recipe, options in given.items():
+        if options and args.recipe != recipe:
+            flags = ", ".join("--" + name.replace("_", "-") for name in options)
+            raise UsageError(f"{flags} belong to --recipe {recipe}, not {args.recipe}: add --recipe {recipe}, or drop them.")
+    output = args.output or DEMO_OUTPUTS[args.recipe]
+    if args.recipe == "knowledge":
+        from .demo import KnowledgeDemoSettings, run_knowledge_demo
+
+        for name in ("entities", "steps", "eval_every"):
+            check_positive(getattr(args, name), "--" + name.replace("_", "-"))
+        if args.warmup_steps is not None and args.warmup_steps < 0:
+            raise UsageError(f"--warmup-steps must be at least 0, got {args.warmup_steps}.")
+        tiny = {"init": "tiny", "steps": 4, "reading_steps": 4, "eval_every": 2, "overrides": TINY_KNOWLEDGE_RECIPE} if args.tiny_models else {}
+        requested = {"init": args.init, "num_entities": args.entities, "steps": args.steps,
+                     "reading_steps": args.warmup_steps, "eval_every": args.eval_every}
+        settings = KnowledgeDemoSettings(
+            seed=args.seed, **{**tiny, **{name: value for name, value in requested.items() if value is not None}}
+        )
+        run_knowledge_demo(output, settings)
+        return 0
     from .commands import DemoSettings, run_demo, run_retrieval_demo
-    from .validation import check_positive, check_texts
 
     if args.question is not None:
         args.question = check_texts(args.question, "question", 'realm-hf demo --question "who wrote hamlet"')
@@ -318,7 +376,7 @@ def _demo(args: argparse.Namespace) -> int:
         check_positive(args.top_k, "--top-k")
         check_positive(args.batch_size, "--batch-size")
         run_retrieval_demo(
-            max_articles=args.max_articles, output=os.path.join(args.output, "minilm-index"), questions=args.question,
+            max_articles=args.max_articles, output=os.path.join(output, "minilm-index"), questions=args.question,
             top_k=args.top_k, batch_size=args.batch_size,
         )
         return 0
@@ -336,7 +394,7 @@ def _demo(args: argparse.Namespace) -> int:
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
         train_retriever=args.train_retriever, span_normalization=args.span_normalization, seed=args.seed,
     )
-    return run_demo(args.output, questions=args.question, settings=settings)
+    return run_demo(output, questions=args.question, settings=settings)
 
 
 def _one_line(error: BaseException) -> str:
