@@ -41,6 +41,7 @@ OLD_REALM_COMMIT = "c" * 40
 # the Wikipedia Open-QA recipe at test size (the flags of tests/test_cli_demo.py): tiny random models, 40 articles
 TINY_WIKIPEDIA_QA = ["--recipe", "wikipedia-qa", "--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
                      "--reading-steps", "2", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
+TINY_KNOWLEDGE = ["--tiny-models", "--entities", "10"]
 
 
 # ------------------------------------------------------------------------------------------------ the blocks
@@ -66,16 +67,14 @@ def block_params(pages: list[Path]) -> list:
 def prepare_outputs(directory: Path) -> None:
     """Write into `directory` what the README's demo commands write, at test size.
 
-    `realm-hf demo --recipe wikipedia-qa` runs into `outputs/demo-wikipedia-qa/`. The knowledge demo's REALM model
-    and its control (`outputs/demo/realm/`, `outputs/demo/control/`, pre-training output directories) are stand-ins
-    for now: copies of the Wikipedia recipe's pre-training output, which has the same layout.
+    `realm-hf demo` runs into `outputs/demo/` (its REALM model and control in `realm/final` and `control/final`),
+    `realm-hf demo --recipe wikipedia-qa` into `outputs/demo-wikipedia-qa/`.
     """
     from realm_hf.cli import main
 
+    assert main(["demo", "--output", str(directory / "outputs" / "demo"), *TINY_KNOWLEDGE]) == 0
     wikipedia_qa = directory / "outputs" / "demo-wikipedia-qa"
     assert main(["demo", "--output", str(wikipedia_qa), *TINY_WIKIPEDIA_QA]) == 0
-    for name in ("realm", "control"):
-        shutil.copytree(wikipedia_qa / "pretrain", directory / "outputs" / "demo" / name, symlinks=True)
 
 
 def populate_cache(cache: Path, repo_id: str, folder: Path, commit: str, repo_type: str = "model") -> Path:

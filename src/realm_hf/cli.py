@@ -38,7 +38,7 @@ from .demo_defaults import (
     DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES, DEMO_READING_STEPS, DEMO_READING_WEIGHT,
     DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
-from .demo.defaults import DEMO_ENTITIES, DEMO_EVAL_EVERY, DEMO_INIT, KNOWLEDGE_INITS
+from .demo.defaults import DEMO_ENTITIES, DEMO_INIT, DEMO_STEPS, KNOWLEDGE_INITS
 from .quiet import configure_logging
 
 
@@ -76,9 +76,9 @@ def _add_demo(subparsers) -> None:
         f"minilm (mean pooling) or tiny (random 2-layer BERTs with an ICT warm start) (default: {DEMO_INIT}).",
     )
     knowledge.add_argument("--entities", type=int, default=None, help=f"Fictional people, hence documents (default: {DEMO_ENTITIES}).")
-    knowledge.add_argument("--steps", type=int, default=None, help="REALM pre-training steps of each run (default: the init's recipe).")
+    knowledge.add_argument("--steps", type=int, default=None, help=f"REALM pre-training steps of each run (default: {DEMO_STEPS}).")
     knowledge.add_argument("--warmup-steps", type=int, default=None, help="Reading warm-up steps (default: the init's recipe).")
-    knowledge.add_argument("--eval-every", type=int, default=None, help=f"Held-out evaluation every N REALM steps (default: {DEMO_EVAL_EVERY}).")
+    knowledge.add_argument("--eval-every", type=int, default=None, help="Held-out evaluation every N REALM steps too (default: before the first and after the last only).")
     parser.add_argument("--tiny-models", action="store_true", help=argparse.SUPPRESS)  # tests: tiny random models, seconds
     demo, parser = parser, parser.add_argument_group("--recipe wikipedia-qa")  # the options below are its own
     parser.add_argument("--question", action="append", default=None, help="A question to ask (repeatable; default: 4 demo questions).")

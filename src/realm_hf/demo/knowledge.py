@@ -31,7 +31,7 @@ from ..corpus import split_into_blocks
 from ..data.knowledge_task import KnowledgeTask, KnowledgeValueTagger, make_knowledge_task
 from ..initial_weights import resolve_bert_path
 from ..training.precision import resolve_mixed_precision
-from .defaults import DEMO_ENTITIES, DEMO_EVAL_EVERY, DEMO_INIT, DEMO_SHOWN_ANSWERS
+from .defaults import DEMO_ENTITIES, DEMO_EVAL_EVERY, DEMO_INIT, DEMO_SHOWN_ANSWERS, DEMO_STEPS
 from .knowledge_runs import (
     KNOWLEDGE_RECIPES, KNOWLEDGE_TASK_SHAPES, held_out_examples, plot_knowledge_curves, run_ict, run_reading_warmup,
     run_setting, save_random_models, write_task_files,
@@ -44,6 +44,11 @@ SUMMARY_FILE = "summary.json"
 FIGURES_FILE = "figures.json"
 PLOT_FILE = "retrieval.png"
 VARIANTS = {"realm": "retriever trained", "control": "retriever frozen"}
+_STAGE_NOTES = {
+    "reading warm-up": ": the encoder learns to read, the retriever is frozen by design",
+    "control": ": the same REALM run with the retriever frozen by design (the trainer's warning that it never "
+    "learned is the point of the control)",
+}
 
 
 @dataclass
@@ -57,9 +62,10 @@ class KnowledgeDemoSettings:
             `"tiny"` (random 2-layer BERTs with an ICT warm start).
         num_entities (`int`, defaults to 100): People, hence documents; two held-out sentences each.
         seed (`int`, defaults to 0): Seed of the task (names, facts, teachers) and of training.
-        steps (`int`, *optional*): REALM pre-training steps of each run (default: the recipe's).
+        steps (`int`, *optional*, defaults to 45): REALM pre-training steps of each run (None: the recipe's).
         reading_steps (`int`, *optional*): Reading warm-up steps (default: the recipe's).
-        eval_every (`int`, defaults to 30): Held-out evaluation every this many REALM steps (and before and after).
+        eval_every (`int`, *optional*): Held-out evaluation every this many REALM steps too (default: before the
+            first step and after the last only).
         shown_answers (`int`, defaults to 4): Held-out sentences answered in full, with document and evidence.
         overrides (`dict`, *optional*): Recipe values to override, e.g. `{"ict_steps": 10, "batch_size": 4}`.
     """
@@ -67,18 +73,17 @@ class KnowledgeDemoSettings:
     init: str = DEMO_INIT
     num_entities: int = DEMO_ENTITIES
     seed: int = 0
-    steps: int | None = None
+    steps: int | None = DEMO_STEPS
     reading_steps: int | None = None
-    eval_every: int = DEMO_EVAL_EVERY
+    eval_every: int | None = DEMO_EVAL_EVERY
     shown_answers: int = DEMO_SHOWN_ANSWERS
     overrides: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.init not in KNOWLEDGE_RECIPES:
             raise ValueError(f"init={self.init!r}: use one of {', '.join(KNOWLEDGE_RECIPES)}.")
-        for name in ("num_entities", "eval_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if self.eval_every is not None and self.eval_every < 1:
+            raise ValueError(f"eval_every must be at least 1, got {self.eval_every}.")
         if self.num_entities < 2:
             raise ValueError(f"num_entities must be at least 2 (everyone is taught by someone else), got {self.num_entities}.")
         for name in ("steps", "reading_steps"):
@@ -136,7 +141,7 @@ def _stage(name: str, directory: str, run: Any) -> dict:
         logger.info("Stage %s: reusing %s (delete it to redo the stage)", name, directory)
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    logger.info("Stage %s: starting (into %s)", name, directory)
+    logger.info("Stage %s: starting (into %s)%s", name, directory, _STAGE_NOTES.get(name, ""))
     shutil.rmtree(directory, ignore_errors=True)  # what an interrupted run left: the stage starts afresh
     figures = run()
     os.makedirs(directory, exist_ok=True)
@@ -262,13 +267,15 @@ def run_knowledge_demo(output: str, settings: KnowledgeDemoSettings | None = Non
     if recipe["reading_warmup_steps"]:
         start_dir = os.path.join(output, "reading-warmup", "final")
         _stage("reading warm-up", os.path.join(output, "reading-warmup"), lambda: run_reading_warmup(
-            recipe, paths, output, ict_dir, settings.seed, tagger, eval_examples)[1])
-    results = {}
+            recipe, paths, output, ict_dir, settings.seed, tagger, eval_examples, evaluate=False)[1])
+    results: dict[str, dict] = {}
     for name in VARIANTS:
+        # both runs start from the same models: the control takes the REALM run's figures of that start
+        start = results[_setting_key(settings.init, "realm")]["curve"][0] if name == "control" else None
         results[_setting_key(settings.init, name)] = _stage(
-            name, os.path.join(output, name), lambda name=name: run_setting(
+            name, os.path.join(output, name), lambda name=name, start=start: run_setting(
                 name, recipe, paths, eval_examples, tagger, output, start_dir, ict_dir, frozen=name == "control",
-                eval_every=settings.eval_every, seed=settings.seed, rebuild_final_index=True,
+                eval_every=settings.eval_every or 0, seed=settings.seed, rebuild_final_index=True, before=start,
             ),
         )
     answers = answer_held_out(

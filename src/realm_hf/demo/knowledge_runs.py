@@ -192,9 +192,10 @@ def _eval_figures(history: list[dict]) -> dict:
 
 
 def run_reading_warmup(recipe: dict, paths: dict, work: str, ict_dir: str | None, seed: int, tagger: Any,
-                       eval_examples: datasets.Dataset) -> tuple[str, dict]:
+                       eval_examples: datasets.Dataset, evaluate: bool = True) -> tuple[str, dict]:
     """The reading warm-up: the corpus's own sentences (X = Z), each with its source block among the candidates,
-    retriever frozen: the encoder learns to read. Returns its final directory and the held-out figures at its end."""
+    retriever frozen: the encoder learns to read. Returns its final directory and the held-out figures at its end
+    (with `evaluate`; else only its time)."""
     recipe = {
         **recipe,
         "learning_rate": recipe.get("reading_warmup_learning_rate", recipe["learning_rate"]),
@@ -202,7 +203,8 @@ def run_reading_warmup(recipe: dict, paths: dict, work: str, ict_dir: str | None
     }
     trainer = pretrainer(
         "reading-warmup", recipe, ModelArguments(**recipe["model"]), corpus_arguments(paths, None), work,
-        recipe["reading_warmup_steps"], 0, seed, tagger, eval_examples, ict_warm_start=ict_dir,
+        recipe["reading_warmup_steps"], 0, seed, tagger, eval_examples if evaluate else eval_examples.select([]),
+        ict_warm_start=ict_dir,
         reading_warmup_steps=recipe["reading_warmup_steps"],
     )
     started = time.time()
@@ -213,9 +215,11 @@ def run_reading_warmup(recipe: dict, paths: dict, work: str, ict_dir: str | None
 
 def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Dataset, tagger: Any, work: str,
                 start_dir: str | None, ict_dir: str | None, frozen: bool, eval_every: int, seed: int,
-                rebuild_final_index: bool = False) -> dict:
+                rebuild_final_index: bool = False, before: dict | None = None) -> dict:
     """One REALM pre-training run of the recipe, from the reading warm-up's encoder (`start_dir`) when given, with
-    the retriever trained or `frozen`; returns the held-out figures before and after, the curve and the time."""
+    the retriever trained or `frozen`; returns the held-out figures before and after, the curve and the time.
+    `eval_every` 0 evaluates after the last step only; `before`, the figures of a run with the same start (its
+    `curve[0]`), saves evaluating that start again."""
     steps = recipe["steps"]
     if start_dir is not None:  # after the reading warm-up: its encoder, and the initial retriever
         model = ModelArguments(
@@ -233,7 +237,7 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
         retriever_learning_rate=recipe.get("retriever_learning_rate"),
     )
     started = time.time()
-    before = trainer.evaluate(0)
+    before = {k: v for k, v in before.items() if k != "step"} if before is not None else trainer.evaluate(0)
     history = trainer.train()
     seconds = time.time() - started
     curve = [{"step": 0, **before}] + [
