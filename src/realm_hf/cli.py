@@ -128,9 +128,8 @@ def _add_demo(subparsers) -> None:
     )
     parser.add_argument(
         "--train-retriever", action="store_true",
-        help="Fine-tune the query tower too, as REALM's Open-QA does (default: off: with the demo's ~1,400 training "
-        "questions it learns answer types and retrieves worse, e.g. river articles for 'which river flows through "
-        "cairo').",
+        help="Fine-tune the query tower too, as REALM's Open-QA does (default: off: on the demo's ~1,400 training "
+        "questions it learns answer types rather than questions; see docs/experiments.md).",
     )
     parser.add_argument(
         "--span-normalization", choices=("global", "block"), default=DEMO_SPAN_NORMALIZATION,

@@ -193,9 +193,9 @@ class DemoSettings:
             the rest equally; 0 (or without a reading stage): the fine-tuned model alone.
         span_normalization (`str`): The reader's span probabilities, `"global"` (ORQA) or `"block"` (the REALM
             paper); see `RealmReaderConfig.span_normalization`.
-        train_retriever (`bool`): Fine-tune the query tower too, as REALM's Open-QA does; off by default: with
-            ~1,000 training questions it learns answer types instead of questions (2/4 and 11/20 right, against
-            2/4 and 16/20 with the retriever kept as pre-trained).
+        train_retriever (`bool`): Fine-tune the query tower too, as REALM's Open-QA does; off by default: on the
+            demo's few training questions it learns answer types instead of questions
+            (benchmarks/results/demo-history.md).
         tiny_models (`bool`): Pre-train tiny random models instead of MiniLM (tests: seconds instead of minutes).
         train_qa (`str`, *optional*): Folder of the shared QA sets to fine-tune on ([`shared_qa_training_questions`]);
             `None`: title-probe questions made from the corpus itself ([`title_probe_examples`]).
@@ -255,7 +255,7 @@ class DemoSettings:
         if self.tiny_models:
             return {"block_length": 64, "query_max_length": 32, "joined_max_length": 96, "mixed_precision": "no",
                     "embed_dtype": "float32", "top_k": 3}
-        # bf16 where this CPU runs it faster (an AMD EPYC: 1.7x), fp32 where not (an Intel Xeon without AMX: 0.7x)
+        # "auto": bf16 where this CPU runs it faster, fp32 where not (`training.precision` measures it)
         return {"block_length": DEMO_BLOCK_LENGTH, "query_max_length": 64, "joined_max_length": 192,
                 "mixed_precision": "auto", "embed_dtype": "auto", "top_k": 5}
 

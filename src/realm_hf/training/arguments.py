@@ -24,7 +24,8 @@ class LoopArguments:
     mixed_precision: str = field(
         default="no",
         metadata={"help": "'no', 'bf16', 'fp16' (Accelerate) or 'auto': bf16 on a GPU that has it, and on a CPU where a "
-                          "3-second probe finds bf16 autocast at least 1.1x faster than fp32; else 'no'."},
+                          "short probe (a few seconds, once per process) finds bf16 autocast at least 1.1x faster than "
+                          "fp32; else 'no'."},
     )
     seed: int = field(default=0, metadata={"help": "Seed of initialization and data order."})
     logging_steps: int = field(default=10, metadata={"help": "Log every N optimizer steps."})
@@ -148,7 +149,7 @@ class PretrainingArguments:
             "excludes, is its only candidate instead (no null document), and the retriever is frozen, so the "
             "encoder learns to read a block that holds the masked fact before the retriever learns from p(y|z,x). "
             "Without it the retriever's gradient p(z|y,x) - p(z|x) is noise that it fits: held-out retrieval "
-            "collapses (benchmarks/bench_knowledge.py)."
+            "collapses (docs/experiments.md)."
         },
     )
     retriever_freeze_steps: int = field(
@@ -166,7 +167,7 @@ class PretrainingArguments:
             "encoder reads what it retrieves: until the reading utility of the top retrieved block, log p(y|z,x) - "
             "log p(y|null,x), averaged over the last retriever_gate_window steps, reaches this many nats. While the "
             "encoder does not read, the retriever's gradient is noise that it fits (held-out retrieval collapses, "
-            "benchmarks/bench_knowledge.py); the gate keeps it where it started instead. Needs the null document."
+            "docs/experiments.md); the gate keeps it where it started instead. Needs the null document."
         },
     )
     retriever_gate_window: int = field(
@@ -176,8 +177,8 @@ class PretrainingArguments:
         default=None,
         metadata={
             "help": "Peak learning rate of the encoder's MLM head (default: learning_rate). A head initialized fresh "
-            "(all-MiniLM-L6-v2 has none) learns to read retrieved blocks several times faster at 10x the encoder's "
-            "rate (benchmarks/bench_knowledge.py)."
+            "(all-MiniLM-L6-v2 has none) learns to read retrieved blocks faster at a higher rate, such as 10x the "
+            "encoder's (docs/experiments.md)."
         },
     )
     retriever_learning_rate: float | None = field(

@@ -69,9 +69,9 @@ def build_index_from_snapshot(
 
 
 DEFAULT_TIME_SHARE = 0.1
-"""The paced builder's share of the trainer's time (`refresh_mode="paced"`, the default on the CPU). Measured on 2
-cores with MiniLM and 2,346 blocks (benchmarks/results/refresh-paced-0.1*.md, refresh-paced-0.15.md): 0.1 -> the
-trainer +10 %, no build done in 120 steps (a build needs ~270 s of training); 0.15 -> +11 %, an index 78 steps stale."""
+"""The paced builder's share of the trainer's time (`refresh_mode="paced"`, the default on the CPU): the trainer runs
+about that much slower while a build is in flight, and a build takes its CPU time / the share, so a smaller share
+delivers staler indexes (benchmarks/results/refresh-paced-0.1.md, refresh-paced-0.15.md)."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,9 @@ def refresh_resources(
     at normal priority. On the CPU the builder shares the trainer's cores: by default it is paced (a thread that runs
     only between steps, alone on the cores, for `DEFAULT_TIME_SHARE` of the trainer's time), which bounds the
     trainer's slowdown and still delivers indexes; a builder process beside the trainer either oversubscribes the
-    cores (all threads: 2.2 -> 12.7 s/step) or, at 1 thread and niceness 19, gets so little CPU that no build finished
-    in 120 steps (benchmarks/results/refresh-paced.md). `mode="process"` on the CPU keeps that niced 1-thread builder.
+    cores (all threads: the trainer's steps take several times as long while it builds) or, at 1 thread and niceness
+    19, gets too little CPU to finish its builds (benchmarks/results/refresh.md, refresh-paced.md). `mode="process"`
+    on the CPU keeps that niced 1-thread builder.
 
     Args:
         trainer_device: The trainer's device (`accelerator.device`).

@@ -137,8 +137,8 @@ class TrainingLoop:
         self.accelerator = accelerator or make_accelerator(args)
         groups = self.parameter_groups(model)
         # `start_step` is the schedule's, not the optimizer's (a callable would not survive its state_dict)
-        # the fused kernel: one pass over all parameters instead of a loop of small ops (an AdamW step over MiniLM's
-        # parameters on 2 CPU cores: 60 -> 8 ms; over the tiny test BERT 15 -> 2 ms)
+        # the fused kernel: one pass over all parameters instead of a loop of small ops (several times faster on the
+        # CPU; docs/experiments.md, Speed)
         optimizer = torch.optim.AdamW(
             [{k: v for k, v in group.items() if k != "start_step"} for group in groups], lr=args.learning_rate,
             fused=self.accelerator.device.type in ("cpu", "cuda") or None,

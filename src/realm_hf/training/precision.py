@@ -1,10 +1,8 @@
 """The training and embedding precision, and `"auto"`: bf16 only where it is faster than fp32.
 
-bf16 autocast is not faster on every CPU. On 2 cores of an AMD EPYC the REALM step ran 1.66x faster under bf16
-autocast; on 2 cores of an Intel Xeon with avx512_bf16 but no AMX it ran 0.73x as fast (`bench_models.py
---padded-step`). Neither the CPU flags (both have avx512_bf16) nor a single matmul (0.55x to 1.09x on the Xeon from
-run to run) predicts it, so `"auto"` measures: a MiniLM-size BERT forward and backward, fp32 and bf16 autocast
-interleaved, about 3 seconds, once per process (0.67x to 0.93x on the Xeon over 7 runs).
+bf16 autocast is not faster on every CPU, and neither the CPU flags nor a single matmul tells where it is, so
+`"auto"` measures: a MiniLM-size BERT forward and backward, fp32 and bf16 autocast interleaved, a few seconds, once
+per process. The figures: docs/experiments.md (Speed) and benchmarks/results/models-padded-step.md.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 Wortsman et al. (2022), "Model soups: averaging weights of multiple fine-tuned models improves accuracy without
 increasing inference time". Fine-tunings of one start that differ only in the order they read their questions land
-in one basin, so their average is a model too. On the demo the order alone moved one fine-tuning's count of 500
-TriviaQA dev questions by 12-28; the soups measured answered at least the mean of their runs (e.g. 195 for two runs of
-192 and 180), but they did not settle which default questions come out right (see the README).
+in one basin, so their average is a model too, and it evens out part of what the order alone changes in one
+fine-tuning (the demo's runs: benchmarks/results/demo-history.md).
 
 Wortsman et al. (2022), "Robust fine-tuning of zero-shot models" (WiSE-FT): the average of a model *before* and
 after its fine-tuning, with weights `(1 - alpha, alpha)`, keeps much of what the start knew that fine-tuning
