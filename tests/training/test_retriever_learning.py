@@ -114,3 +114,20 @@ def test_a_retriever_that_learned_in_a_small_fraction_of_the_steps_is_a_warning(
                               "opened after step 19.")
     assert "--retriever_gate_utility" in message
     assert tracker.state_dict()["gate_opened_at_step"] == 19 and tracker.state_dict()["highest_gate_utility"] == 0.25
+
+
+def test_a_reading_warm_up_alone_is_told_as_such_not_warned_about():
+    """A run that is only a reading warm-up freezes the retriever by design: INFO at start and end, no warning; a
+    retriever_freeze_steps that covers the run is still a warning."""
+    tracker = RetrieverLearningTracker(reading_warmup_steps=10)
+    assert tracker.start_message(0, 10) == (logging.INFO, tracker.start_message(0, 10)[1])
+    assert "reading warm-up only" in tracker.start_message(0, 10)[1]
+    for step in range(1, 11):
+        tracker.record_step(step, learning=False)
+    level, message = tracker.summary()
+    assert level == logging.INFO and "reading warm-up only" in message
+    frozen = RetrieverLearningTracker(freeze_steps=11)
+    assert frozen.start_message(0, 10)[0] == logging.WARNING
+    for step in range(1, 11):
+        frozen.record_step(step, learning=False)
+    assert frozen.summary()[0] == logging.WARNING

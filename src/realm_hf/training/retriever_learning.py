@@ -21,6 +21,10 @@ _FIXES = {
     "learning_rate": "set --learning_rate (or --retriever_learning_rate) above 0",
     "requires_grad": "leave the retriever's parameters trainable (requires_grad=True)",
 }
+_WARMUP_ONLY = (
+    "This run is a reading warm-up only (reading_warmup_steps >= max_steps): the encoder learns to read and the "
+    "retriever is frozen by design; REALM pre-training from its final/encoder is where the retriever learns."
+)
 
 
 class RetrieverLearningTracker:
@@ -132,6 +136,8 @@ class RetrieverLearningTracker:
             )
         scheduled = max(self.freeze_steps, self.reading_warmup_steps)
         knob = "reading_warmup_steps" if self.reading_warmup_steps >= self.freeze_steps else "retriever_freeze_steps"
+        if knob == "reading_warmup_steps" and scheduled >= max_steps:
+            return logging.INFO, _WARMUP_ONLY
         if scheduled >= max_steps:
             return logging.WARNING, (
                 f"The retriever is frozen for the whole run: {knob}={scheduled} >= max_steps={max_steps} (--{knob}); "
@@ -157,6 +163,8 @@ class RetrieverLearningTracker:
             if self.gate_opened_at_step is not None
             else None
         )
+        if learned == 0 and total > 0 and self.reason_frozen == "reading_warmup_steps" and self.reading_warmup_steps >= total:
+            return logging.INFO, _WARMUP_ONLY
         if learned == 0 and total > 0:
             knob = self.reason_frozen or "retriever_gate_utility"
             return logging.WARNING, (
