@@ -91,7 +91,7 @@ def write_markdown(results: dict, path: str) -> None:
             f"{t['answered_right_before']}/{n} | **{t['answered_right_after']}/{n}** |"
         )
     lines += ["", "The REALM runs' retriever: " + "; ".join(
-        f"seed {seed}: {results['per_seed'][str(seed)]['counts']['recipe']['retriever_learning']}" for seed in results["seeds"]
+        f"seed {seed}: {results['per_seed'][str(seed)]['counts']['recipe']['retriever_learning'].rstrip('.')}" for seed in results["seeds"]
     ), ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
