@@ -81,7 +81,7 @@ def test_gradients_are_those_of_the_marginal_likelihood(tiny_bert):
     marginal.sum().backward()
     assert retriever.null_document_logit.grad is not None
     post, pri = posterior.exp().detach(), prior.exp().detach()
-    torch.testing.assert_close(retriever.null_document_logit.grad, (post[:, 0] - pri[:, 0]).sum(), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(retriever.null_document_logit.grad, (post[:, 0] - pri[:, 0]).sum().reshape(1), rtol=1e-4, atol=1e-6)
 
     # the same gradient w.r.t. the raw inner products of the retrieved blocks, through the same replacement
     rescored = retriever._with_null_document_prior(raw, 0)
@@ -163,3 +163,20 @@ def test_a_model_saved_before_the_field_existed_loads_with_a_zero_logit(tmp_path
     # and the old config dict as such
     old_config = RealmRetrieverConfig(**{k: v for k, v in config.items() if k != "model_type"})
     assert old_config.null_document_score == "learned"
+
+
+def test_the_logit_is_a_one_element_vector_and_older_scalar_checkpoints_still_load(tiny_bert, tmp_path):
+    """DeepSpeed broadcasts parameters as byte views, which a 0-dim tensor cannot give: the logit has shape [1]. A
+    checkpoint that stored it as a 0-dim scalar loads into the [1] parameter with its value, and saves as [1]."""
+    retriever = make(tiny_bert)
+    assert retriever.null_document_logit.shape == (1,)
+    retriever.save_pretrained(tmp_path / "old")
+    weights = load_file(tmp_path / "old" / "model.safetensors")
+    weights["null_document_logit"] = torch.tensor(0.7)  # as saved before it had a dimension
+    save_file(weights, tmp_path / "old" / "model.safetensors", metadata={"format": "pt"})
+    loaded = RealmRetriever.from_pretrained(tmp_path / "old")
+    torch.testing.assert_close(loaded.null_document_logit.detach(), torch.tensor([0.7]))
+    loaded.save_pretrained(tmp_path / "new")
+    assert load_file(tmp_path / "new" / "model.safetensors")["null_document_logit"].shape == (1,)
+    torch.testing.assert_close(RealmRetriever.from_pretrained(tmp_path / "new").null_document_logit.detach(),
+                               torch.tensor([0.7]))

@@ -11,6 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import BertModel
 from transformers import initialization as init
+from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+from transformers.core_model_loading import ConversionOps, WeightConverter
 
 from ..configuration import RealmRetrieverConfig
 from .common import (
@@ -97,8 +99,9 @@ class RealmRetriever(RealmPreTrainedModel):
         self.query_embedder = RealmEmbedder(config)
         self.doc_embedder = None if config.share_towers else RealmEmbedder(config)
         if config.null_document_score == "learned":
-            # b in p(∅ | x) = e^b / (K-1 + e^b); 0 gives ∅ the prior mass 1/K
-            self.null_document_logit = nn.Parameter(torch.zeros(()))
+            # b in p(∅ | x) = e^b / (K-1 + e^b); 0 gives ∅ the prior mass 1/K. Shape [1], not a 0-dim scalar:
+            # DeepSpeed broadcasts parameters as byte views, which a 0-dim tensor cannot give
+            self.null_document_logit = nn.Parameter(torch.zeros(1))
         self.post_init()
 
     @torch.no_grad()
@@ -262,7 +265,7 @@ class RealmRetriever(RealmPreTrainedModel):
         """Replace the score of ∅ by `logsumexp(others) - log(K-1) + b`, so `p(∅ | x) = e^b / (K-1 + e^b)`."""
         scores = relevance_scores.float()  # [B, K]; the prior must not suffer bf16 rounding of a large logsumexp
         others = torch.cat([scores[:, :null_index], scores[:, null_index + 1 :]], dim=1)  # [B, K-1]
-        logit = self.null_document_logit.float()
+        logit = self.null_document_logit.float().reshape(())  # [] (stored as [1])
         if others.shape[1] == 0:
             null_score = logit.expand(scores.shape[0])  # [B]; ∅ alone: p(∅ | x) = 1 anyway
         else:
@@ -305,3 +308,36 @@ def load_bert_weights(target: BertModel, source: BertModel) -> None:
         raise ValueError(
             f"The BERT checkpoint does not fit the REALM encoder: missing {missing}, unexpected {unexpected}."
         )
+
+
+class _NullDocumentLogitAsVector(ConversionOps):
+    """Loads a `null_document_logit` saved as a 0-dim scalar (checkpoints before it became shape [1]) as shape [1]."""
+
+    @torch.no_grad()
+    def convert(self, input_dict: dict, source_patterns: list[str], target_patterns: list[str], **kwargs) -> dict:
+        tensors = next(iter(input_dict.values()))
+        tensor = tensors[0] if isinstance(tensors, list) else tensors
+        return {target_patterns[0]: tensor.reshape(1)}
+
+    @property
+    def reverse_op(self) -> ConversionOps:
+        return _SameShape()
+
+
+class _SameShape(ConversionOps):
+    """Saving keeps shape [1]."""
+
+    def convert(self, input_dict: dict, source_patterns: list[str], target_patterns: list[str], **kwargs) -> dict:
+        tensors = next(iter(input_dict.values()))
+        return {target_patterns[0]: tensors[0] if isinstance(tensors, list) else tensors}
+
+
+def _register_null_document_logit_conversion() -> None:
+    for owner, prefix in (("RealmRetriever", ""), ("RealmForOpenQA", "retriever.")):
+        key = f"{prefix}null_document_logit"
+        register_checkpoint_conversion_mapping(
+            owner, [WeightConverter(key, key, [_NullDocumentLogitAsVector()])], overwrite=True
+        )
+
+
+_register_null_document_logit_conversion()
