@@ -11,6 +11,7 @@ import torch
 from index_helpers import MeanPoolEmbedder, make_blocks
 
 from realm_hf.index import RealmIndex, fingerprint_module
+from realm_hf.index.manifest import FORMAT_VERSION
 
 
 pytest.importorskip("faiss")
@@ -27,7 +28,7 @@ def test_round_trip(tmp_path, embedder, index_type, embedding_dtype):
     expected = ["blocks", "embeddings.npy", "manifest.json"] + (["index.faiss"] if index_type != "torch-exact" else [])
     assert files == sorted(expected)
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
-    assert manifest["format_version"] == 1 and manifest["num_blocks"] == 40 and manifest["dim"] == 16
+    assert manifest["format_version"] == FORMAT_VERSION and manifest["num_blocks"] == 40 and manifest["dim"] == 16
     assert manifest["metric"] == "inner_product" and manifest["index_type"] == index_type
     assert manifest["embedding_dtype"] == embedding_dtype and manifest["step"] == 3
     assert manifest["fingerprint"] == fingerprint_module(embedder)

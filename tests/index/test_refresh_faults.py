@@ -55,9 +55,10 @@ def test_damaged_refreshed_faiss_file_is_rejected_and_the_old_index_kept(tmp_pat
     faiss_file = directory / "index.faiss"
     if damage == "garbage":
         faiss_file.write_bytes(os.urandom(4096))  # the checksum catches it
-    else:  # an index written without checksums: only faiss itself can tell (RuntimeError)
+    else:  # an index written without checksums (format 1, an older realm_hf): only faiss itself can tell
         manifest = directory / "manifest.json"
-        manifest.write_text(manifest.read_text().replace('"checksums"', '"checksums_of_nothing"'))
+        text = manifest.read_text().replace('"checksums"', '"checksums_of_nothing"')
+        manifest.write_text(text.replace('"format_version": 2', '"format_version": 1'))
         faiss_file.write_bytes(faiss_file.read_bytes()[:100])
     with caplog.at_level("WARNING", logger="realm_hf.index.refresh"):
         assert refresher.maybe_swap(6) is None

@@ -9,7 +9,9 @@ A bundle (a Hub *dataset* repo, or a local snapshot of one)::
     index.faiss                         faiss index (absent for index_type="torch-exact")
 
 A local index directory (`RealmIndex.save_pretrained`) has the same files except that `blocks/` is a
-`datasets.save_to_disk` folder (Arrow, memory-mapped in place); [`realm_hf.index.mips.load_index_blocks`] reads both.
+`datasets.save_to_disk` folder (Arrow, memory-mapped in place); [`realm_hf.index.storage.load_index_blocks`] reads
+both. The manifest records the checksum of every file of the bundle (the card excepted), checked on load before any
+of them is parsed.
 """
 
 from __future__ import annotations
@@ -23,34 +25,40 @@ from typing import Any
 import numpy as np
 
 from ..index.backends import FAISS_FILE, TORCH_EXACT
-from ..index.manifest import MANIFEST_NAME, IndexManifest
+from ..index.manifest import FORMAT_VERSION, MANIFEST_NAME, IndexManifest
+from ..index.storage import BLOCKS_DIR, EMBEDDINGS_FILE, record_checksums
 
 
 __all__ = ["check_index_bundle", "index_bundle_patterns", "write_index_bundle"]
 
-BLOCKS_DIR = "blocks"
-EMBEDDINGS_FILE = "embeddings.npy"
 CARD_FILE = "README.md"
-BLOCK_SHARD_PATTERN = "blocks/*.parquet"
+BLOCK_SHARD_PATTERN = f"{BLOCKS_DIR}/*.parquet"
 
 
-def index_bundle_patterns(manifest: IndexManifest) -> list[str]:
+def _needs_index_file(manifest: IndexManifest, include_index_file: bool) -> bool:
+    return include_index_file and manifest.index_type != TORCH_EXACT
+
+
+def index_bundle_patterns(manifest: IndexManifest, include_index_file: bool = True) -> list[str]:
     r"""
     The files of an index bundle that `manifest.index_type` needs (`allow_patterns` of `snapshot_download`).
 
     `blocks/*` covers both the Parquet shards of a Hub bundle and a `save_to_disk` folder; the faiss file is asked
-    for only when the index type is a faiss one, so nothing of other index types is downloaded.
+    for only when the index type is a faiss one and `include_index_file` (a loader that rebuilds the structure from
+    the embeddings does not read it), so nothing else is downloaded.
     """
     patterns = [MANIFEST_NAME, EMBEDDINGS_FILE, f"{BLOCKS_DIR}/*"]
-    if manifest.index_type != TORCH_EXACT:
+    if _needs_index_file(manifest, include_index_file):
         patterns.append(FAISS_FILE)
     return patterns
 
 
-def check_index_bundle(directory: str | os.PathLike, manifest: IndexManifest, where: str) -> None:
+def check_index_bundle(
+    directory: str | os.PathLike, manifest: IndexManifest, where: str, include_index_file: bool = True
+) -> None:
     """Raise `FileNotFoundError` naming `where` and the first file the index type needs that `directory` lacks."""
     directory = os.fspath(directory)
-    needed = [EMBEDDINGS_FILE] + ([FAISS_FILE] if manifest.index_type != TORCH_EXACT else [])
+    needed = [EMBEDDINGS_FILE] + ([FAISS_FILE] if _needs_index_file(manifest, include_index_file) else [])
     for name in needed:
         if not os.path.isfile(os.path.join(directory, name)):
             raise FileNotFoundError(
@@ -69,7 +77,8 @@ def check_index_bundle(directory: str | os.PathLike, manifest: IndexManifest, wh
 
 def write_index_bundle(index: Any, directory: str | os.PathLike, max_shard_size: str | int = "500MB") -> list[str]:
     r"""
-    Write the Hub form of an index into `directory`: Parquet block shards, embeddings, faiss file, manifest.
+    Write the Hub form of an index into `directory`: Parquet block shards, embeddings, faiss file, and the manifest
+    with the checksums of these files.
 
     Args:
         index ([`RealmIndex`]): The index.
@@ -97,7 +106,12 @@ def write_index_bundle(index: Any, directory: str | os.PathLike, max_shard_size:
     index.backend.save(directory)
     if os.path.isfile(os.path.join(directory, FAISS_FILE)):
         written.append(FAISS_FILE)
-    manifest = dataclasses.replace(index.manifest, search_params=dict(index.backend.search_params))
+    manifest = dataclasses.replace(
+        index.manifest,
+        search_params=dict(index.backend.search_params),
+        checksums=record_checksums(directory, written),
+        format_version=FORMAT_VERSION,
+    )
     manifest.to_json_file(os.path.join(directory, MANIFEST_NAME))
     written.append(MANIFEST_NAME)
     return written

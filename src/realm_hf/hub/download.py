@@ -49,6 +49,7 @@ def resolve_index_dir(
     cache_dir: str | os.PathLike | None = None,
     local_files_only: bool = False,
     force_download: bool = False,
+    include_index_file: bool = True,
 ) -> str:
     r"""
     Download (or find in the cache) the files of an index bundle and return the local snapshot directory.
@@ -61,6 +62,9 @@ def resolve_index_dir(
         repo_id (`str`): The dataset repo, e.g. `"org/realm-cc-news-index"`.
         revision (`str`, *optional*): Branch, tag or commit (a commit hash pins the index).
         token, cache_dir, local_files_only, force_download: as in `huggingface_hub.snapshot_download`.
+        include_index_file (`bool`, defaults to `True`): Fetch the faiss file too. `RealmIndex.from_pretrained`
+            leaves it out unless it will read it (`trust_index_file=True`): it rebuilds the structure from the
+            embeddings otherwise.
 
     Returns:
         `str`: the snapshot directory (same layout as a local index directory).
@@ -111,10 +115,10 @@ def resolve_index_dir(
     commit = snapshot.name if snapshot.parent.name == "snapshots" else revision
     try:
         directory = snapshot_download(
-            repo_id, revision=commit, allow_patterns=index_bundle_patterns(manifest), force_download=force_download,
-            **kwargs,
+            repo_id, revision=commit, allow_patterns=index_bundle_patterns(manifest, include_index_file),
+            force_download=force_download, **kwargs,
         )
     except LocalEntryNotFoundError as error:  # includes an incomplete cached snapshot
         raise FileNotFoundError(f"Files of the index {where} are missing: {error}. {offline_hint}") from error
-    check_index_bundle(directory, manifest, where)
+    check_index_bundle(directory, manifest, where, include_index_file)
     return os.fspath(directory)

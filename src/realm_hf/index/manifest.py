@@ -19,7 +19,9 @@ from torch import nn
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Version of the index directory layout: 1 had checksums of the embeddings and faiss files only (read with a warning,
+see `realm_hf.index.storage`); 2 records the checksum of every file, the blocks included."""
 MANIFEST_NAME = "manifest.json"
 REBUILD_HINT = (
     "Rebuild the index with the model you are using: `realm-hf build-index --model <model> --output <dir>` "
@@ -88,13 +90,13 @@ def check_checksums(directory: str | os.PathLike, checksums: Mapping[str, str]) 
 
     Args:
         directory (`str` or `os.PathLike`): The index directory.
-        checksums (`Mapping[str, str]`): File name (relative to `directory`) -> [`file_checksum`] value.
+        checksums (`Mapping[str, str]`): Relative POSIX path (inside `directory`) -> [`file_checksum`] value.
 
     Raises:
         `FileNotFoundError`: naming a missing file. `ValueError`: naming the file that differs, and how to rebuild.
     """
     for name, expected in sorted(checksums.items()):
-        path = os.path.join(directory, name)
+        path = os.path.join(directory, *name.split("/"))
         algorithm = expected.partition(":")[0]
         if algorithm != CHECKSUM_ALGORITHM:
             raise ValueError(
@@ -143,10 +145,11 @@ class IndexManifest:
             ([`MipsToL2`]), needed to add vectors and to turn L2 distances back into inner products.
         created_at (`str`, *optional*): ISO-8601 UTC time; filled in when omitted.
         realm_hf_version (`str`, *optional*): Version of the package that wrote the index; filled in when omitted.
-        checksums (`dict`, *optional*): File name -> [`file_checksum`] of the embeddings and faiss files, written by
-            `RealmIndex.save_pretrained` and verified on load (`None`: an index written before checksums, or one
-            changed in memory since it was saved).
-        format_version (`int`): Version of this directory layout.
+        checksums (`dict`, *optional*): Relative POSIX path -> [`file_checksum`] of every file of the directory but
+            the manifest (blocks, embeddings, faiss file), written by `RealmIndex.save_pretrained` and the Hub bundle,
+            and checked before any of them is parsed (`None`: one changed in memory since it was saved, or an index
+            written before checksums).
+        format_version (`int`): Version of this directory layout ([`FORMAT_VERSION`]).
     """
 
     num_blocks: int

@@ -1,21 +1,20 @@
 """`RealmIndex`: blocks + cached document embeddings + a MIPS backend + a manifest, saved as one directory.
 
-Layout of an index directory (a downloaded Hub snapshot has the same layout)::
+Building, search, add/remove live here; the files of an index directory (layout, checksums, what is trusted) in
+`realm_hf.index.storage`, exclusion of blocks from a search in `realm_hf.index.exclusion`, the search structures in
+`realm_hf.index.backends`, the Hub bundle in `realm_hf.hub`.
 
-    blocks/                 datasets.save_to_disk (Arrow, memory-mapped on load); in a Hub bundle
-                            blocks/*.parquet shards instead (see realm_hf.hub)
-    embeddings.npy          [N, D] float32 or float16, memory-mapped on load
-    index.faiss             faiss.write_index (absent for index_type="torch-exact")
-    manifest.json           see IndexManifest (with checksums of embeddings.npy and index.faiss, checked on load)
+Why this module is long: it is the one public class `RealmIndex`, whose methods (build, search, add/remove, save and
+load) all keep its blocks, embeddings, backend and manifest consistent with each other; about half of it is the
+documentation of its public arguments.
 """
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import datasets
@@ -24,85 +23,19 @@ import torch
 
 from ..corpus.blocks import split_into_blocks
 from ..corpus.store import BlockStore, int_column
-from ..quiet import quiet_checkpoint_io
 from .atomic import atomic_directory
-from .backends import FAISS_FILE, TORCH_EXACT, FaissBackend, TorchExactBackend
-from .compressed import COMPRESSED, MipsToL2
+from .backends import TORCH_EXACT, FaissBackend, TorchExactBackend
 from .embedding import embed_blocks, resolve_fingerprint
-from .manifest import MANIFEST_NAME, IndexManifest, check_checksums, file_checksum, fingerprint_module
+from .exclusion import drop_excluded, normalize_exclude
+from .manifest import IndexManifest, fingerprint_module
+from .storage import came_from_hub, load_backend, read_index_files, write_index_files
 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RealmIndex", "fingerprint_module", "load_index_blocks", "normalize_exclude"]
+__all__ = ["RealmIndex", "as_blocks", "fingerprint_module"]
 
-BLOCKS_DIR = "blocks"
-EMBEDDINGS_FILE = "embeddings.npy"
 _EMBEDDING_DTYPES = {"float32": np.float32, "float16": np.float16}
-
-
-def normalize_exclude(exclude: Any, batch_size: int) -> torch.Tensor:
-    r"""
-    Turn per-query exclusions into a `[B, E]` int64 tensor padded with -1.
-
-    Args:
-        exclude: `None`; an int tensor/array of shape `[B]` or `[B, E]` (-1 = nothing); or a sequence of `B` items,
-            each `None`, an int, or an iterable of ints.
-        batch_size (`int`): Number of queries `B`.
-    """
-    if exclude is None:
-        return torch.empty((batch_size, 0), dtype=torch.long)
-    if isinstance(exclude, np.ndarray):
-        exclude = torch.from_numpy(exclude)
-    if isinstance(exclude, torch.Tensor):
-        tensor = exclude.detach().to("cpu", torch.long)
-        if tensor.dim() == 1:
-            tensor = tensor[:, None]  # [B, 1]
-        if tensor.dim() != 2 or tensor.shape[0] != batch_size:
-            raise ValueError(
-                f"exclude must have shape [B={batch_size}] or [B={batch_size}, E], got {list(exclude.shape)}."
-            )
-        return tensor
-    if not isinstance(exclude, Sequence) or len(exclude) != batch_size:
-        raise ValueError(
-            f"exclude must hold one entry per query (B={batch_size}): a list of lists of block ids, "
-            f"got {type(exclude).__name__}" + (f" of length {len(exclude)}" if isinstance(exclude, Sequence) else "")
-        )
-    rows = []
-    for item in exclude:
-        if item is None:
-            rows.append([])
-        elif isinstance(item, (int, np.integer)):
-            rows.append([int(item)])
-        elif isinstance(item, torch.Tensor):
-            rows.append(item.reshape(-1).tolist())
-        else:
-            rows.append([int(i) for i in item])
-    width = max((len(row) for row in rows), default=0)
-    tensor = torch.full((batch_size, width), -1, dtype=torch.long)  # [B, E]
-    for i, row in enumerate(rows):
-        tensor[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return tensor
-
-
-def _drop_excluded(
-    scores: torch.Tensor, ids: torch.Tensor, exclude: torch.Tensor, k: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Keep the best `k` hits per row that are neither missing (-1) nor excluded; pad with (-inf, -1)."""
-    drop = ids < 0  # [B, K']
-    if exclude.shape[1]:
-        drop |= (ids[:, :, None] == exclude[:, None, :]).any(-1)  # [B, K']
-    if ids.shape[1] < k:  # fewer candidates than k: pad so the shapes hold
-        pad = k - ids.shape[1]
-        scores = torch.cat([scores, scores.new_full((len(ids), pad), float("-inf"))], dim=1)
-        ids = torch.cat([ids, ids.new_full((len(ids), pad), -1)], dim=1)
-        drop = torch.cat([drop, drop.new_ones((len(drop), pad))], dim=1)
-    # a stable sort of the drop flags moves kept hits to the front without changing their rank order
-    order = torch.sort(drop.to(torch.int8), dim=1, stable=True).indices[:, :k]  # [B, k]
-    dropped = drop.gather(1, order)  # [B, k]
-    scores = scores.gather(1, order).masked_fill(dropped, float("-inf"))  # [B, k]
-    ids = ids.gather(1, order).masked_fill(dropped, -1)  # [B, k]
-    return scores, ids, (~dropped).sum(dim=1)
 
 
 class RealmIndex:
@@ -206,7 +139,7 @@ class RealmIndex:
         """
         if embedding_dtype not in _EMBEDDING_DTYPES:
             raise ValueError(f"embedding_dtype must be 'float32' or 'float16', got {embedding_dtype!r}.")
-        blocks = _as_blocks(blocks_or_articles, tokenizer, max_length=max_length, num_proc=num_proc)
+        blocks = as_blocks(blocks_or_articles, tokenizer, max_length=max_length, num_proc=num_proc)
         if fingerprint is None:
             fingerprint = resolve_fingerprint(embed_fn_or_retriever)
         pad_token_id = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0
@@ -412,11 +345,11 @@ class RealmIndex:
         """Search with exclusion; may return fewer than `k` hits per row (padded with -inf / -1; see `found`)."""
         fetch = min(k + excluded.shape[1], self.num_blocks)
         if fetch == 0:
-            return _drop_excluded(
+            return drop_excluded(
                 queries.new_zeros((len(queries), 0)), excluded.new_zeros((len(queries), 0)), excluded, k
             )
         scores, ids = self.approximate_search(queries, fetch)  # [B, fetch]
-        scores, ids, found = _drop_excluded(scores, ids, excluded, k)  # [B, k]
+        scores, ids, found = drop_excluded(scores, ids, excluded, k)  # [B, k]
         short = found < min(k, self.num_blocks)
         if self.index_type != TORCH_EXACT and bool(short.any()):
             # approximate indexes can come up short (few IVF lists probed); exact search on those rows fills in
@@ -425,7 +358,7 @@ class RealmIndex:
                 "%d queries got fewer than %d hits from %s; completing them exactly", len(rows), k, self.index_type
             )
             exact_scores, exact_ids = self._exact().search(queries[rows], fetch)
-            scores[rows], ids[rows], found[rows] = _drop_excluded(exact_scores, exact_ids, excluded[rows], k)
+            scores[rows], ids[rows], found[rows] = drop_excluded(exact_scores, exact_ids, excluded[rows], k)
         return scores, ids, found
 
     def approximate_search(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -523,7 +456,7 @@ class RealmIndex:
         Returns:
             `np.ndarray`: the block ids given to the new blocks.
         """
-        new_blocks = _as_blocks(articles_or_blocks, tokenizer, max_length=max_length)
+        new_blocks = as_blocks(articles_or_blocks, tokenizer, max_length=max_length)
         first_id = int(self.block_ids.max()) + 1 if len(self.block_ids) else 0
         new_ids = np.arange(first_id, first_id + len(new_blocks), dtype=np.int64)
         if "block_id" in new_blocks.column_names:
@@ -586,17 +519,7 @@ class RealmIndex:
         """
         began = time.perf_counter()
         with atomic_directory(save_directory) as tmp:
-            with quiet_checkpoint_io():  # the save is logged below; a bar per save is noise
-                self.blocks.save_to_disk(os.path.join(tmp, BLOCKS_DIR))
-            np.save(os.path.join(tmp, EMBEDDINGS_FILE), np.asarray(self.embeddings), allow_pickle=False)
-            self.backend.save(tmp)
-            self.manifest.search_params = dict(self.backend.search_params)
-            self.manifest.checksums = {
-                name: file_checksum(os.path.join(tmp, name))
-                for name in (EMBEDDINGS_FILE, FAISS_FILE)
-                if os.path.isfile(os.path.join(tmp, name))
-            }
-            self.manifest.to_json_file(os.path.join(tmp, MANIFEST_NAME))  # last: its presence marks completeness
+            write_index_files(self, tmp)
         logger.info("Saved %r to %s in %.1fs", self, save_directory, time.perf_counter() - began)
 
     @classmethod
@@ -610,6 +533,7 @@ class RealmIndex:
         search_params: dict[str, Any] | None = None,
         verify_checksums: bool = True,
         *,
+        trust_index_file: bool = False,
         revision: str | None = None,
         token: str | bool | None = None,
         cache_dir: str | os.PathLike | None = None,
@@ -618,18 +542,27 @@ class RealmIndex:
         r"""
         Load an index directory written by [`save_pretrained`], or an index bundle from a Hub dataset repo.
 
+        Every file that is parsed (blocks, embeddings, the faiss file when it is read) is first checked against the
+        manifest's checksums. A faiss file from the Hub (a repo id, or a directory inside a Hugging Face cache
+        snapshot or a `local_dir` download) is not handed to faiss's native reader unless `trust_index_file=True`:
+        the search structure is rebuilt from `embeddings.npy` with the manifest's factory string instead (exact
+        types give the same results; approximate ones are retrained, seeded, on the same vectors).
+
         Args:
             directory (`str` or `os.PathLike`): The index directory, or a Hub dataset repo id (`"org/name-index"`,
                 as in `RealmForOpenQAConfig.index_repo_id`) when no such directory exists. From the Hub, the manifest
-                is fetched first, then only the files its index type needs (see [`realm_hf.hub.resolve_index_dir`]);
+                is fetched first, then only the files needed (see [`realm_hf.hub.resolve_index_dir`]);
                 `HF_HUB_OFFLINE=1` reads the Hugging Face cache only.
             expected_dim (`int`, *optional*): Refuse the index unless its dim matches (the retriever's size).
             expected_fingerprint (`str`, *optional*): Refuse the index unless it was built by these weights.
             mmap (`bool`, defaults to `True`): Memory-map blocks and embeddings instead of reading them into RAM.
             device (`str` or `torch.device`, *optional*): Device of the search backend.
             search_params (`dict`, *optional*): Override stored faiss search parameters (`nprobe`, `efSearch`, ...).
-            verify_checksums (`bool`, defaults to `True`): Check `embeddings.npy` and `index.faiss` against the
-                checksums in the manifest (reads both files once; an index saved without checksums is not checked).
+            verify_checksums (`bool`, defaults to `True`): Check the files against the checksums in the manifest
+                (reads each once). `False` is an explicit opt-out.
+            trust_index_file (`bool`, defaults to `False`): Read a faiss file that came from the Hub with faiss's
+                native reader (faster than rebuilding; only for repos you trust). Local directories are always read
+                as saved.
             revision (`str`, *optional*): Hub only: branch, tag or commit of the repo (`config.index_revision`).
             token, cache_dir, local_files_only: Hub only, as in `huggingface_hub.snapshot_download`.
 
@@ -646,41 +579,19 @@ class RealmIndex:
                 raise FileNotFoundError(f"No index directory at {directory}.")
             try:
                 directory = resolve_index_dir(
-                    directory, revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only
+                    directory, revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only,
+                    include_index_file=trust_index_file,
                 )
             except FileNotFoundError as error:
                 raise FileNotFoundError(f"No index directory at {directory}; as a Hub repo id: {error}") from error
-        manifest = IndexManifest.from_json_file(os.path.join(directory, MANIFEST_NAME))
-        manifest.check_compatible(expected_dim, expected_fingerprint, source=directory)
-        blocks_path = os.path.join(directory, BLOCKS_DIR)
-        embeddings_path = os.path.join(directory, EMBEDDINGS_FILE)
-        for path in (blocks_path, embeddings_path):
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"Missing {os.path.basename(path)} in index directory {directory}.")
-        if verify_checksums and manifest.checksums:
-            check_checksums(directory, manifest.checksums)
-        blocks = load_index_blocks(blocks_path, mmap=mmap)
-        embeddings = np.load(embeddings_path, mmap_mode="r" if mmap else None, allow_pickle=False)  # [N, D]
-        if embeddings.shape != (manifest.num_blocks, manifest.dim):
-            raise ValueError(
-                f"{embeddings_path} has shape {list(embeddings.shape)} but the manifest says "
-                f"[{manifest.num_blocks}, {manifest.dim}]; the directory is corrupt, rebuild the index."
-            )
-        ids = int_column(blocks, "block_id")
-        if manifest.index_type == TORCH_EXACT:
-            backend: TorchExactBackend | FaissBackend = TorchExactBackend(embeddings, ids, device=device)
-        else:
-            params = {**manifest.search_params, **(search_params or {})}
-            transform = None
-            if manifest.index_type == COMPRESSED:
-                if manifest.max_norm is None:
-                    raise ValueError(
-                        f"{directory} is a 'compressed' index without max_norm in its manifest; rebuild the index."
-                    )
-                transform = MipsToL2(manifest.dim, manifest.max_norm)
-            backend = FaissBackend.load(
-                directory, manifest.index_type, search_params=params, device=device, transform=transform
-            )
+        read_index_file = trust_index_file or not came_from_hub(directory)
+        manifest, blocks, embeddings = read_index_files(
+            directory, expected_dim, expected_fingerprint, mmap=mmap, verify_checksums=verify_checksums,
+            read_index_file=read_index_file,
+        )
+        backend = load_backend(
+            directory, manifest, embeddings, blocks, read_index_file, search_params=search_params, device=device
+        )
         return cls(blocks, embeddings, backend, manifest)
 
     def push_to_hub(
@@ -707,25 +618,7 @@ class RealmIndex:
         )
 
 
-def load_index_blocks(path: str | os.PathLike, mmap: bool = True) -> datasets.Dataset:
-    r"""
-    The blocks of an index directory: a `save_to_disk` folder (local indexes) or `*.parquet` shards (Hub bundles,
-    read in file-name order, which is the row order of the embeddings).
-
-    Args:
-        path (`str`): The `blocks` directory.
-        mmap (`bool`, defaults to `True`): Memory-map (Parquet is converted once to an Arrow cache by `datasets`).
-    """
-    path = os.fspath(path)
-    if os.path.isfile(os.path.join(path, "state.json")):
-        return datasets.load_from_disk(path, keep_in_memory=not mmap)
-    shards = sorted(glob.glob(os.path.join(path, "*.parquet")))
-    if not shards:
-        raise FileNotFoundError(f"No blocks in {path}: expected a datasets.save_to_disk folder or *.parquet shards.")
-    return datasets.Dataset.from_parquet(shards, keep_in_memory=not mmap)
-
-
-def _as_blocks(source: Any, tokenizer: Any, max_length: int = 288, num_proc: int | None = None) -> datasets.Dataset:
+def as_blocks(source: Any, tokenizer: Any, max_length: int = 288, num_proc: int | None = None) -> datasets.Dataset:
     """A blocks dataset as is, or articles split into blocks with `tokenizer`."""
     if isinstance(source, datasets.Dataset) and "input_ids" in source.column_names:
         return source

@@ -17,8 +17,10 @@ import torch
 
 from ..corpus.store import BlockStore
 from .embedding import collective_device, distributed_info, embed_blocks, resolve_fingerprint, shard_bounds
-from .manifest import MANIFEST_NAME, IndexManifest
-from .mips import BLOCKS_DIR, EMBEDDINGS_FILE, RealmIndex, _as_blocks, normalize_exclude
+from .exclusion import normalize_exclude
+from .manifest import IndexManifest
+from .mips import RealmIndex, as_blocks
+from .storage import read_index_files
 
 
 logger = logging.getLogger(__name__)
@@ -122,20 +124,18 @@ class ShardedRealmIndex:
         device: str | torch.device | None = None,
     ) -> ShardedRealmIndex:
         r"""
-        Load this rank's shard of a saved index: blocks and embeddings are memory-mapped and only the shard's rows
-        are read; the shard's search structure is built from them (`index_type` defaults to the saved one).
+        Load this rank's shard of a saved index: blocks and embeddings are checked against the manifest, memory-mapped
+        and only the shard's rows are read; the shard's search structure is built from them (`index_type` defaults to
+        the saved one).
 
         Raises:
             `FileNotFoundError` / `ValueError`: as [`RealmIndex.from_pretrained`].
         """
         directory = os.fspath(directory)
-        manifest = IndexManifest.from_json_file(os.path.join(directory, MANIFEST_NAME))
-        manifest.check_compatible(expected_dim, expected_fingerprint, source=directory)
-        for name in (BLOCKS_DIR, EMBEDDINGS_FILE):
-            if not os.path.exists(os.path.join(directory, name)):
-                raise FileNotFoundError(f"Missing {name} in index directory {directory}.")
-        blocks = datasets.load_from_disk(os.path.join(directory, BLOCKS_DIR))
-        embeddings = np.load(os.path.join(directory, EMBEDDINGS_FILE), mmap_mode="r", allow_pickle=False)
+        # the faiss file is not read: each rank builds its shard's structure from its rows of the embeddings
+        manifest, blocks, embeddings = read_index_files(
+            directory, expected_dim, expected_fingerprint, mmap=True, read_index_file=False
+        )
         rank, world_size = distributed_info()
         start, stop = shard_bounds(len(blocks), rank, world_size)
         local = RealmIndex.from_embeddings(
@@ -168,7 +168,7 @@ class ShardedRealmIndex:
         Each rank embeds and indexes only its own contiguous shard (nothing is gathered). Arguments as
         [`RealmIndex.build`]; every rank must pass the same corpus.
         """
-        blocks = _as_blocks(blocks_or_articles, tokenizer, max_length=max_length)
+        blocks = as_blocks(blocks_or_articles, tokenizer, max_length=max_length)
         if "block_id" not in blocks.column_names:
             blocks = blocks.add_column("block_id", np.arange(len(blocks), dtype=np.int64))
         pad_token_id = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0

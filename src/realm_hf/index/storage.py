@@ -1,0 +1,302 @@
+"""The files of an index directory: writing them with their checksums, and reading them only after every file that
+will be parsed has matched the manifest.
+
+Layout of an index directory (a downloaded Hub bundle has the same layout, with `blocks/*.parquet` shards)::
+
+    blocks/                 datasets.save_to_disk (Arrow, memory-mapped on load); in a Hub bundle blocks/*.parquet
+    embeddings.npy          [N, D] float32 or float16, memory-mapped on load
+    index.faiss             faiss.write_index (absent for index_type="torch-exact")
+    manifest.json           IndexManifest, with the checksum of every other file
+
+Trust rules (see docs/index.md, "Trust"):
+
+- Every file the loader parses (each block file, `embeddings.npy`, the faiss file when it is read) is checked against
+  the manifest's checksums first. A manifest of format 2 that records no checksum for one of them is refused; a
+  format-1 manifest (realm_hf before block checksums) loads with a warning saying how to re-save it.
+- A faiss file that came from the Hub (a directory inside a Hugging Face cache snapshot or a `local_dir` download)
+  is not handed to faiss's native reader unless the caller trusts it (`trust_index_file=True`): the search
+  structure is rebuilt from `embeddings.npy` (plain numbers, read with `allow_pickle=False`) with the manifest's
+  factory string instead. Local indexes, the ones the user built, load their faiss file.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+
+from ..corpus.store import int_column
+from ..utils.quiet import quiet_checkpoint_io
+from .backends import FAISS_FILE, TORCH_EXACT, FaissBackend, TorchExactBackend
+from .compressed import COMPRESSED, MipsToL2
+from .manifest import FORMAT_VERSION, MANIFEST_NAME, REBUILD_HINT, IndexManifest, check_checksums, file_checksum
+
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "BLOCKS_DIR",
+    "EMBEDDINGS_FILE",
+    "came_from_hub",
+    "load_backend",
+    "load_index_blocks",
+    "read_index_files",
+    "record_checksums",
+    "write_index_files",
+]
+
+BLOCKS_DIR = "blocks"
+EMBEDDINGS_FILE = "embeddings.npy"
+_HUB_CACHE_PREFIXES = ("models--", "datasets--", "spaces--")
+_LOCAL_DIR_METADATA = os.path.join(".cache", "huggingface", "download")  # what `hf download --local-dir` leaves
+
+
+# ------------------------------------------------------------------------------------------------------ write
+def record_checksums(directory: str | os.PathLike, names: list[str] | None = None) -> dict[str, str]:
+    r"""
+    [`file_checksum`] of the files of an index directory, for its manifest.
+
+    Args:
+        directory (`str` or `os.PathLike`): A complete index directory or Hub bundle staging folder.
+        names (`list[str]`, *optional*): Relative POSIX paths of the files; default: every file under `directory`
+            but the manifest.
+
+    Returns:
+        `dict[str, str]`: relative POSIX path (`"blocks/data-00000-of-00001.arrow"`) -> checksum, sorted by path.
+    """
+    directory = os.fspath(directory)
+    if names is None:
+        names = _relative_files(directory)
+    names = sorted(name for name in names if name != MANIFEST_NAME)
+    return {name: file_checksum(os.path.join(directory, *name.split("/"))) for name in names}
+
+
+def _relative_files(directory: str, folder: str = "") -> list[str]:
+    """The files under `directory/folder`, as POSIX paths relative to `directory`."""
+    return [
+        Path(os.path.relpath(os.path.join(root, name), directory)).as_posix()
+        for root, _, files in os.walk(os.path.join(directory, folder))
+        for name in files
+    ]
+
+
+def write_index_files(index: Any, directory: str | os.PathLike) -> None:
+    r"""
+    Write the files of `index` into the empty `directory`, the manifest last (with the checksums of all the others).
+
+    Args:
+        index ([`RealmIndex`]): The index.
+        directory (`str` or `os.PathLike`): An existing, empty directory (the temporary one of an atomic save).
+    """
+    directory = os.fspath(directory)
+    with quiet_checkpoint_io():  # the save is logged by the caller; a bar per save is noise
+        index.blocks.save_to_disk(os.path.join(directory, BLOCKS_DIR))
+    np.save(os.path.join(directory, EMBEDDINGS_FILE), np.asarray(index.embeddings), allow_pickle=False)
+    index.backend.save(directory)
+    manifest = index.manifest
+    manifest.search_params = dict(index.backend.search_params)
+    manifest.format_version = FORMAT_VERSION
+    manifest.checksums = record_checksums(directory)
+    manifest.to_json_file(os.path.join(directory, MANIFEST_NAME))  # last: its presence marks completeness
+
+
+# ------------------------------------------------------------------------------------------------------- read
+def came_from_hub(directory: str | os.PathLike) -> bool:
+    r"""
+    Whether `directory` holds files downloaded from the Hugging Face Hub: it lies inside a snapshot of a Hugging Face
+    cache (`.../datasets--org--name/snapshots/<commit>/...`, symbolic links followed), or its manifest was written by
+    a `local_dir` download (`hf download --local-dir`, which keeps `.cache/huggingface/download/` metadata).
+
+    Args:
+        directory (`str` or `os.PathLike`): An index directory.
+    """
+    directory = os.fspath(directory)
+    for start in {Path(os.path.abspath(directory)), Path(os.path.realpath(directory))}:
+        for folder in (start, *start.parents):
+            if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith(_HUB_CACHE_PREFIXES):
+                return True
+            relative = os.path.relpath(os.path.join(start, MANIFEST_NAME), folder)
+            if os.path.isfile(os.path.join(folder, _LOCAL_DIR_METADATA, relative + ".metadata")):
+                return True
+    return False
+
+
+def _check_recorded_paths(directory: str, manifest: IndexManifest) -> None:
+    """Refuse a manifest whose checksums name a file outside the directory (the Parquet shards read are its keys)."""
+    for name in manifest.checksums or {}:
+        parts = name.split("/")
+        if os.path.isabs(name) or "\\" in name or ".." in parts or "" in parts:
+            raise ValueError(
+                f"{os.path.join(directory, MANIFEST_NAME)} records a checksum for {name!r}, which is not a path inside "
+                f"the index directory: the manifest was edited. {REBUILD_HINT}"
+            )
+
+
+def _block_files(directory: str, manifest: IndexManifest, verify: bool) -> list[str]:
+    """The block files the loader parses, as manifest keys: for a `save_to_disk` folder, `state.json` (checked first,
+    then read for the names of its Arrow files), `dataset_info.json` and those Arrow files; for a Hub bundle, the
+    Parquet shards the manifest records (all `*.parquet` for a format-1 manifest)."""
+    state = f"{BLOCKS_DIR}/state.json"
+    if os.path.isfile(os.path.join(directory, BLOCKS_DIR, "state.json")):
+        if verify and manifest.format_version >= 2:  # format 1 records no block files: one warning, below
+            _verify(directory, manifest, [state])
+        with open(os.path.join(directory, BLOCKS_DIR, "state.json"), encoding="utf-8") as f:
+            data_files = [entry.get("filename", "") for entry in json.load(f).get("_data_files", [])]
+        for name in data_files:
+            if not name or os.path.basename(name) != name or name in (".", ".."):
+                raise ValueError(f"{os.path.join(directory, state)} names a data file {name!r} outside its folder.")
+        info = f"{BLOCKS_DIR}/dataset_info.json"
+        extra = [info] if info in (manifest.checksums or {}) or os.path.exists(os.path.join(directory, info)) else []
+        return [state, *extra, *(f"{BLOCKS_DIR}/{name}" for name in data_files)]
+    recorded = [name for name in manifest.checksums or {} if name.startswith(f"{BLOCKS_DIR}/")]
+    shards = recorded or _relative_files(directory, BLOCKS_DIR)  # a format-1 manifest records no blocks
+    return sorted(name for name in shards if name.endswith(".parquet"))
+
+
+def _verify(directory: str, manifest: IndexManifest, names: list[str]) -> None:
+    """Check `names` against the manifest's checksums before anything parses them (see the module docstring)."""
+    checksums = manifest.checksums or {}
+    unrecorded = [name for name in names if name not in checksums]
+    if manifest.format_version < 2:
+        if unrecorded:
+            shown = ", ".join(unrecorded[:3]) + (", ..." if len(unrecorded) > 3 else "")
+            logger.warning(
+                "%s was written by an older realm_hf (index format %d), whose checksums do not cover %s: loading "
+                "them unchecked. Save the index again to record them: RealmIndex.from_pretrained(%r)"
+                ".save_pretrained(<new dir>).", directory, manifest.format_version, shown, directory,
+            )
+    elif unrecorded:
+        raise ValueError(
+            f"{os.path.join(directory, MANIFEST_NAME)} records no checksum for {unrecorded[0]}"
+            + (f" (and {len(unrecorded) - 1} more files)" if len(unrecorded) > 1 else "")
+            + f", so it cannot be checked before it is read: the manifest was edited or does not belong to these "
+            f"files. {REBUILD_HINT}"
+        )
+    check_checksums(directory, {name: checksums[name] for name in names if name in checksums})
+
+
+def load_index_blocks(
+    path: str | os.PathLike, mmap: bool = True, shards: list[str] | None = None
+) -> datasets.Dataset:
+    r"""
+    The blocks of an index directory: a `save_to_disk` folder (local indexes) or `*.parquet` shards (Hub bundles,
+    read in file-name order, which is the row order of the embeddings).
+
+    Args:
+        path (`str`): The `blocks` directory.
+        mmap (`bool`, defaults to `True`): Memory-map (Parquet is converted once to an Arrow cache by `datasets`).
+        shards (`list[str]`, *optional*): The Parquet shards to read (the ones the manifest records); default: every
+            `*.parquet` in `path`.
+    """
+    path = os.fspath(path)
+    if os.path.isfile(os.path.join(path, "state.json")):
+        return datasets.load_from_disk(path, keep_in_memory=not mmap)
+    shards = sorted(shards) if shards is not None else sorted(glob.glob(os.path.join(path, "*.parquet")))
+    if not shards:
+        raise FileNotFoundError(f"No blocks in {path}: expected a datasets.save_to_disk folder or *.parquet shards.")
+    return datasets.Dataset.from_parquet(shards, keep_in_memory=not mmap)
+
+
+def read_index_files(
+    directory: str | os.PathLike,
+    expected_dim: int | None = None,
+    expected_fingerprint: str | None = None,
+    mmap: bool = True,
+    verify_checksums: bool = True,
+    read_index_file: bool = True,
+) -> tuple[IndexManifest, datasets.Dataset, np.ndarray]:
+    r"""
+    The manifest, blocks and embeddings of an index directory, each file checked against the manifest first.
+
+    Args:
+        directory (`str` or `os.PathLike`): The index directory.
+        expected_dim, expected_fingerprint: see [`IndexManifest.check_compatible`].
+        mmap (`bool`, defaults to `True`): Memory-map blocks and embeddings.
+        verify_checksums (`bool`, defaults to `True`): Check the files against the manifest (`False`: an explicit
+            opt-out, nothing is checked).
+        read_index_file (`bool`, defaults to `True`): Whether the faiss file will be read too (then it is checked
+            with the others).
+
+    Returns:
+        `(manifest, blocks, embeddings)`.
+
+    Raises:
+        `FileNotFoundError`: naming a missing file. `ValueError`: on a dim or fingerprint mismatch, a file that does
+        not match its checksum or that a format-2 manifest does not record, saying how to rebuild.
+    """
+    directory = os.fspath(directory)
+    manifest = IndexManifest.from_json_file(os.path.join(directory, MANIFEST_NAME))
+    manifest.check_compatible(expected_dim, expected_fingerprint, source=directory)
+    blocks_path = os.path.join(directory, BLOCKS_DIR)
+    embeddings_path = os.path.join(directory, EMBEDDINGS_FILE)
+    for path in (blocks_path, embeddings_path):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"Missing {os.path.basename(path)} in index directory {directory}.")
+    _check_recorded_paths(directory, manifest)
+    block_files = _block_files(directory, manifest, verify_checksums)
+    names = [EMBEDDINGS_FILE, *block_files]
+    if read_index_file and manifest.index_type != TORCH_EXACT:
+        names.append(FAISS_FILE)
+    if verify_checksums:
+        _verify(directory, manifest, names)
+    shards = [os.path.join(directory, *name.split("/")) for name in block_files if name.endswith(".parquet")]
+    blocks = load_index_blocks(blocks_path, mmap=mmap, shards=shards or None)
+    embeddings = np.load(embeddings_path, mmap_mode="r" if mmap else None, allow_pickle=False)  # [N, D]
+    if embeddings.shape != (manifest.num_blocks, manifest.dim):
+        raise ValueError(
+            f"{embeddings_path} has shape {list(embeddings.shape)} but the manifest says "
+            f"[{manifest.num_blocks}, {manifest.dim}]; the directory is corrupt, rebuild the index."
+        )
+    return manifest, blocks, embeddings
+
+
+def load_backend(
+    directory: str,
+    manifest: IndexManifest,
+    embeddings: np.ndarray,
+    blocks: datasets.Dataset,
+    read_index_file: bool,
+    search_params: dict[str, Any] | None = None,
+    device: str | torch.device | None = None,
+) -> TorchExactBackend | FaissBackend:
+    r"""
+    The search structure of a loaded index: exact search, the saved faiss file, or a faiss index rebuilt from the
+    embeddings with the manifest's factory string (`read_index_file=False`; the manifest's `max_norm` is updated to
+    the rebuilt transform's for the `"compressed"` preset).
+
+    Args:
+        directory (`str`): The index directory.
+        manifest ([`IndexManifest`]): Its manifest.
+        embeddings (`np.ndarray` of shape `(N, D)`), blocks (`datasets.Dataset`): What [`read_index_files`] read.
+        read_index_file (`bool`): Read `index.faiss` with faiss's native reader (only for files the user trusts).
+        search_params (`dict`, *optional*): Overrides of the stored search parameters.
+        device (`str` or `torch.device`, *optional*): Device of the backend.
+    """
+    ids = int_column(blocks, "block_id")
+    if manifest.index_type == TORCH_EXACT:
+        return TorchExactBackend(embeddings, ids, device=device)
+    params = {**manifest.search_params, **(search_params or {})}
+    if not read_index_file:
+        logger.info(
+            "Rebuilding the faiss %s structure of %s from %s (a faiss file from the Hub is read only with "
+            "trust_index_file=True)", manifest.index_type, directory, EMBEDDINGS_FILE,
+        )
+        backend = FaissBackend.build(embeddings, ids, manifest.index_type, search_params=params, device=device)
+        if backend.transform is not None:
+            manifest.max_norm = backend.transform.max_norm
+        return backend
+    transform = None
+    if manifest.index_type == COMPRESSED:
+        if manifest.max_norm is None:
+            raise ValueError(
+                f"{directory} is a 'compressed' index without max_norm in its manifest; rebuild the index."
+            )
+        transform = MipsToL2(manifest.dim, manifest.max_norm)
+    return FaissBackend.load(directory, manifest.index_type, search_params=params, device=device, transform=transform)
