@@ -1,6 +1,7 @@
 """Open-QA evaluation: batch-size invariance, EM / regex / Recall@k scoring, provenance, BM25 swap, bad input."""
 
 import json
+import os
 import re
 
 import pytest
@@ -8,7 +9,8 @@ import torch
 from openqa_helpers import ARTICLES, QUESTIONS, load_tokenizer, tiny_index, tiny_model
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
-from realm_hf.evaluation import block_embeddings, evaluate_open_qa, resolve_index_directory
+from realm_hf.evaluation import block_embeddings, evaluate_open_qa, load_open_qa, resolve_index_directory
+from realm_hf.pipelines.index_loading import resolve_model_index
 from realm_hf.metrics import exact_match
 
 
@@ -155,11 +157,52 @@ def test_bad_options_raise(setup):
         evaluate_open_qa(model, tokenizer, index, QUESTIONS, top_k=99)
 
 
-def test_index_directory_convention(tmp_path):
-    (tmp_path / "model" / "index").mkdir(parents=True)
-    assert resolve_index_directory(tmp_path / "model", "index") == str(tmp_path / "model" / "index")
-    assert resolve_index_directory(tmp_path / "model", str(tmp_path / "model" / "index")) == str(tmp_path / "model" / "index")
-    with pytest.raises(FileNotFoundError, match="names no index"):
-        resolve_index_directory(tmp_path / "model", None)
-    with pytest.raises(FileNotFoundError, match="user/wiki-index"):
-        resolve_index_directory(tmp_path / "model", "user/wiki-index")
+@pytest.fixture
+def saved_model(setup, tmp_path):
+    """The tiny model in `<tmp>/models/model` with its index in `index/`, and a copy of that index in
+    `<tmp>/other/index` (`../../other/index` from the model)."""
+    model, tokenizer, index = setup
+    model_dir = tmp_path / "models" / "model"
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    index.save_pretrained(model_dir / "index")
+    index.save_pretrained(tmp_path / "other" / "index")
+    _set_index_repo_id(model_dir, "index")
+    return model_dir
+
+
+def _set_index_repo_id(model_dir, value) -> None:
+    config = json.loads((model_dir / "config.json").read_text())
+    config["index_repo_id"] = value
+    (model_dir / "config.json").write_text(json.dumps(config))
+
+
+def test_evaluate_finds_the_index_by_the_pipelines_rules(saved_model, setup):
+    expected = os.path.join(saved_model, "index")
+    assert resolve_index_directory(saved_model, "index") == expected == resolve_model_index(saved_model, "index").directory
+    assert resolve_index_directory(saved_model, None) == expected  # <model dir>/index needs no config entry
+    model, tokenizer, index = load_open_qa(saved_model)
+    assert index.num_blocks == setup[2].num_blocks
+    with pytest.raises(FileNotFoundError, match="user/wiki-index"):  # a Hub dataset repo, not in the offline cache
+        resolve_index_directory(saved_model.parent, "user/wiki-index")
+
+
+@pytest.mark.parametrize("kind", ["dot-dot", "absolute"])
+def test_evaluate_refuses_an_index_path_outside_the_model(saved_model, tmp_path, kind):
+    value = "../../other/index" if kind == "dot-dot" else str(tmp_path / "other" / "index")
+    with pytest.raises(ValueError, match=re.escape(f"config.index_repo_id={value!r}")):
+        resolve_index_directory(saved_model, value)
+    (saved_model / "index").rename(tmp_path / "moved")  # so that only the config's path could name an index
+    _set_index_repo_id(saved_model, value)
+    with pytest.raises(ValueError, match=re.escape(f"index={value!r}")):  # what `realm-hf evaluate` runs
+        load_open_qa(saved_model)
+    assert load_open_qa(saved_model, index_dir=tmp_path / "other" / "index")[2].num_blocks  # the user's own choice
+
+
+def test_evaluate_never_reads_an_index_from_the_working_directory(saved_model, tmp_path, monkeypatch):
+    os.rename(saved_model / "index", saved_model / "gone")
+    monkeypatch.chdir(tmp_path / "other")  # ./index exists here, but "index" means <model dir>/index
+    with pytest.raises(FileNotFoundError, match=re.escape(os.path.join(str(saved_model), "index", "manifest.json"))):
+        resolve_index_directory(saved_model, "index")
+    with pytest.raises(FileNotFoundError, match="model"):
+        load_open_qa(saved_model)

@@ -19,10 +19,13 @@ from pathlib import Path
 import datasets
 import huggingface_hub
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, ModelCard
 from transformers import AutoConfig, AutoModel
+from transformers import pipeline as transformers_pipeline
 
 import realm_hf
 import realm_hf.hub
@@ -38,6 +41,8 @@ from realm_hf.hub import (
     write_index_bundle,
 )
 from realm_hf.index import RealmIndex
+from realm_hf.index.storage import came_from_hub
+from realm_hf.pipelines.index_loading import load_index_for_model
 
 
 TINY = {
@@ -228,7 +233,8 @@ def test_missing_index_file_names_the_repo_and_the_file(tmp_path, hub_cache):
     populate_cache(hub_cache, INDEX_REPO, bundle, repo_type="dataset")
 
     with pytest.raises(FileNotFoundError, match=r"org/realm-tiny-index.*index\.faiss"):
-        RealmIndex.from_pretrained(INDEX_REPO)
+        RealmIndex.from_pretrained(INDEX_REPO, trust_index_file=True)  # only a loader that reads it needs it
+    assert RealmIndex.from_pretrained(INDEX_REPO).num_blocks == index.num_blocks  # rebuilt from the embeddings
     # a repo that is not in the cache at all: the manifest is the first thing that is missing
     missing = r"manifest\.json.*'org/other-index'.*realm-hf download org/other-index"
     with pytest.raises(FileNotFoundError, match=missing):
@@ -251,6 +257,105 @@ def test_download_command_prints_the_cached_snapshot(tmp_path, hub_cache, capsys
     assert cli_main(["download", INDEX_REPO, "--index"]) == 0
     printed = capsys.readouterr().out.split()
     assert [Path(p).resolve() for p in printed] == [model_snapshot.resolve(), index_snapshot.resolve()]
+
+
+# ---------------------------------------------------------------------------------------------- trust
+def _bundle(tmp_path: Path, index: RealmIndex, name: str = "bundle") -> Path:
+    bundle = tmp_path / name
+    bundle.mkdir()
+    write_index_bundle(index, bundle)
+    return bundle
+
+
+@pytest.fixture
+def faiss_reads(monkeypatch) -> list[str]:
+    """The paths handed to faiss's native reader."""
+    faiss = pytest.importorskip("faiss")
+    reads: list[str] = []
+    native = faiss.read_index
+    monkeypatch.setattr(faiss, "read_index", lambda path, *args: reads.append(path) or native(path, *args))
+    return reads
+
+
+def test_a_faiss_file_from_the_hub_is_parsed_only_when_trusted(tmp_path, hub_cache, faiss_reads):
+    index = tiny_index(tiny_open_qa())
+    snapshot = populate_cache(hub_cache, INDEX_REPO, _bundle(tmp_path, index), repo_type="dataset")
+    queries = torch.randn(3, index.dim)
+
+    rebuilt = RealmIndex.from_pretrained(INDEX_REPO, revision=COMMIT)
+    assert faiss_reads == [] and rebuilt.index_type == "Flat"  # rebuilt from embeddings.npy with the factory string
+    for got, want in zip(rebuilt.search(queries, 4), index.search(queries, 4)):
+        torch.testing.assert_close(got, want)
+    RealmIndex.from_pretrained(snapshot)  # a path into the Hugging Face cache is still a download
+    assert faiss_reads == []
+
+    RealmIndex.from_pretrained(INDEX_REPO, revision=COMMIT, trust_index_file=True)
+    assert faiss_reads == [os.path.join(snapshot, "index.faiss")]
+    mine = tmp_path / "my-copy"
+    shutil.copytree(snapshot, mine)  # the user's own directory: read as saved
+    RealmIndex.from_pretrained(mine)
+    assert faiss_reads[1:] == [os.path.join(mine, "index.faiss")]
+
+
+def test_downloads_into_a_local_dir_count_as_from_the_hub(tmp_path):
+    from huggingface_hub._local_folder import get_local_download_paths  # where `hf download --local-dir` records it
+
+    local = tmp_path / "downloaded"
+    (local / "index").mkdir(parents=True)
+    metadata = get_local_download_paths(local, "index/manifest.json").metadata_path
+    metadata.parent.mkdir(parents=True, exist_ok=True)
+    metadata.write_text("commit\netag\n0\n")
+    assert came_from_hub(local / "index")
+    assert not came_from_hub(tmp_path / "mine") and not came_from_hub(local)  # no manifest of its own downloaded
+
+
+def test_a_hub_bundle_records_the_checksum_of_every_file_and_refuses_a_tampered_one(tmp_path, hub_cache):
+    bundle = _bundle(tmp_path, tiny_index(tiny_open_qa()))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert sorted(manifest["checksums"]) == ["blocks/blocks-00000-of-00001.parquet", "embeddings.npy", "index.faiss"]
+    shard = str(bundle / "blocks" / "blocks-00000-of-00001.parquet")
+    table = pq.read_table(shard)
+    titles = table.column("title").to_pylist()
+    titles[3] = "a title the index was not built with"  # the evidence a user is shown
+    pq.write_table(table.set_column(table.schema.get_field_index("title"), "title", pa.array(titles)), shard)
+    populate_cache(hub_cache, INDEX_REPO, bundle, repo_type="dataset")
+    with pytest.raises(ValueError, match=r"blocks-00000-of-00001\.parquet does not match the checksum"):
+        RealmIndex.from_pretrained(INDEX_REPO)
+
+
+def test_the_index_folder_of_a_hub_model_is_read_at_the_revision_the_model_came_from(tmp_path, hub_cache):
+    from realm_pipeline_helpers import make_open_qa_dir
+
+    first, second = "a" * 40, "b" * 40
+    folder = Path(make_open_qa_dir(str(tmp_path / "first")))
+    populate_cache(hub_cache, MODEL_REPO, folder, commit=first)
+    later = tmp_path / "second"  # the same model, published again with a smaller index: main moves to it
+    shutil.copytree(folder, later, ignore=shutil.ignore_patterns("index"))
+    index = RealmIndex.from_pretrained(folder / "index")
+    index.remove([0])
+    index.save_pretrained(later / "index")
+    populate_cache(hub_cache, MODEL_REPO, later, commit=second)
+
+    pinned = transformers_pipeline("realm-open-qa", model=MODEL_REPO, revision=first)
+    assert pinned.model.hub_revision == first and pinned.index.num_blocks == 10
+    assert transformers_pipeline("realm-open-qa", model=MODEL_REPO).index.num_blocks == 9
+    model = AutoModel.from_pretrained(MODEL_REPO, revision=first)
+    assert load_index_for_model(MODEL_REPO, model.config, model_revision=model.hub_revision).num_blocks == 10
+
+
+def test_an_index_repo_is_read_at_the_configs_index_revision(tmp_path, hub_cache, caplog):
+    model = tiny_open_qa()
+    first, second = "c" * 40, "d" * 40
+    for commit, num_blocks in ((first, 12), (second, 9)):
+        index = RealmIndex.build(tiny_blocks(num_blocks), model.retriever, index_type="Flat", batch_size=8)
+        bundle = _bundle(tmp_path, index, name=f"bundle-{num_blocks}")
+        populate_cache(hub_cache, INDEX_REPO, bundle, repo_type="dataset", commit=commit)
+    model.config.index_repo_id, model.config.index_revision = INDEX_REPO, first
+    assert load_index_for_model(None, model.config).num_blocks == 12
+    model.config.index_revision = None
+    with caplog.at_level("WARNING", logger="realm_hf.pipelines.index_loading"):
+        assert load_index_for_model(None, model.config).num_blocks == 9  # whatever main holds now, with a warning
+    assert "pins no index_revision" in caplog.text
 
 
 # -------------------------------------------------------------------------------------------- upload path

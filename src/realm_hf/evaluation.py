@@ -267,29 +267,28 @@ def evaluate_open_qa(
 
 
 # --------------------------------------------------------------------------------------------- loading
-def resolve_index_directory(model_dir: str | os.PathLike, index_repo_id: str | None) -> str:
+def resolve_index_directory(
+    model_dir: str | os.PathLike, index_repo_id: str | None, index_revision: str | None = None
+) -> str:
     r"""
-    The index directory of a saved `RealmForOpenQA`, from `config.index_repo_id`.
+    The local index directory of a saved `RealmForOpenQA`, from `config.index_repo_id` (and `index_revision`).
 
-    Convention (written by `OpenQaTrainer.save_model`): a relative `index_repo_id` such as `"index"` is a folder
-    inside the model directory; an absolute path or an existing local directory is used as is. A Hub dataset repo
-    id is not resolved here (see `realm_hf.hub`).
+    The rules are those of the one index resolver, [`realm_hf.pipelines.index_loading.resolve_model_index`], which
+    `pipeline(...)` uses too: `<model_dir>/index`, a folder inside the model directory, or a Hub dataset repo
+    (downloaded, or read from the cache offline). An absolute path or one that leaves the model directory is refused;
+    nothing is looked up in the working directory.
 
     Raises:
-        `FileNotFoundError`: when the model names no index or the folder does not exist.
+        `ValueError`: when `index_repo_id` points outside the model directory. `FileNotFoundError`: naming every place
+        that was looked at, when there is no index.
     """
-    if not index_repo_id:
-        raise FileNotFoundError(
-            f"The model at {model_dir} names no index (config.index_repo_id is empty); pass an index directory."
-        )
-    candidates = [os.path.join(os.fspath(model_dir), index_repo_id), index_repo_id]
-    for candidate in candidates:
-        if os.path.isdir(candidate):
-            return candidate
-    raise FileNotFoundError(
-        f"The index {index_repo_id!r} of the model at {model_dir} is neither a folder inside the model directory nor "
-        "a local directory; download it (realm_hf.hub) or pass an index directory."
-    )
+    from .hub.download import resolve_index_dir
+    from .pipelines.index_loading import resolve_model_index
+
+    location = resolve_model_index(model_dir, index_repo_id, index_revision)
+    if location.directory is not None:
+        return location.directory
+    return resolve_index_dir(location.repo_id, revision=location.revision, include_index_file=False)
 
 
 def load_open_qa(
@@ -297,28 +296,33 @@ def load_open_qa(
     index_dir: str | os.PathLike | None = None,
     check_fingerprint: bool = True,
     device: torch.device | str | None = None,
+    trust_index_file: bool = False,
 ) -> tuple[Any, Any, Any]:
     r"""
-    A saved `RealmForOpenQA`, its tokenizer and its index (from `index_dir`, else `config.index_repo_id`, see
-    [`resolve_index_directory`]). The index must match the retriever's embedding size and, with
-    `check_fingerprint`, its document tower's weights or the `config.index_fingerprint` recorded at fine-tuning.
+    A saved `RealmForOpenQA`, its tokenizer and its index (from `index_dir`, else the model's own, found by the index
+    resolver `pipeline(...)` uses, [`realm_hf.pipelines.index_loading.load_index_for_model`]). The index must match
+    the retriever's embedding size and, with `check_fingerprint`, its document tower's weights or the
+    `config.index_fingerprint` recorded at fine-tuning. `trust_index_file`: see [`RealmIndex.from_pretrained`].
     """
     from transformers import AutoTokenizer
 
-    from .index import RealmIndex
     from .index.manifest import fingerprint_module
     from .modeling import RealmForOpenQA
+    from .pipelines.index_loading import load_index_for_model, model_revision
 
     model = RealmForOpenQA.from_pretrained(model_dir).eval()
     if device is not None:
         model.to(device)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    directory = index_dir if index_dir is not None else resolve_index_directory(model_dir, model.config.index_repo_id)
-    index = RealmIndex.from_pretrained(directory, expected_dim=model.config.retriever_config.embedding_size)
+    index = load_index_for_model(
+        model_dir, model.config, index_dir, expected_dim=model.config.retriever_config.embedding_size,
+        model_revision=model_revision(model), trust_index_file=trust_index_file,
+    )
     current = fingerprint_module(model.retriever.document_embedder)
     # the document tower, or the index the model recorded it was fine-tuned against (shared towers that moved)
     if check_fingerprint and index.fingerprint not in {current, getattr(model.config, "index_fingerprint", None)}:
-        index.manifest.check_compatible(expected_fingerprint=current, source=os.fspath(directory))  # raises
+        source = os.fspath(index_dir) if index_dir is not None else f"the index of the model at {model_dir}"
+        index.manifest.check_compatible(expected_fingerprint=current, source=source)  # raises
     return model, tokenizer, index
 
 
@@ -338,11 +342,17 @@ class OpenQaEvaluationArguments:
     metrics_file: str | None = field(default=None, metadata={"help": "Write the metrics (JSON)."})
     truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
     check_fingerprint: bool = field(default=True, metadata={"help": "Refuse an index built by other doc-tower weights."})
+    trust_index_file: bool = field(
+        default=False,
+        metadata={"help": "Read the faiss file of an index from the Hub instead of rebuilding it from its embeddings."},
+    )
 
 
 def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
     """Load the model and its index, evaluate, write the files asked for; returns the metrics."""
-    model, tokenizer, index = load_open_qa(args.model, args.index_dir, check_fingerprint=args.check_fingerprint)
+    model, tokenizer, index = load_open_qa(
+        args.model, args.index_dir, check_fingerprint=args.check_fingerprint, trust_index_file=args.trust_index_file
+    )
     limit = None if args.max_questions is None else args.skip_questions + args.max_questions
     examples = load_qa_examples(args.qa_file, max_questions=limit)[args.skip_questions :]
     metrics, _ = evaluate_open_qa(

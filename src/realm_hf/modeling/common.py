@@ -13,7 +13,7 @@ from transformers import BertConfig, BertForMaskedLM, BertModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.models.bert.modeling_bert import BertEmbeddings, BertLMPredictionHead
 
-from ..quiet import quiet_checkpoint_io, without_load_report
+from ..utils.quiet import quiet_checkpoint_io, without_load_report
 
 logger = logging.getLogger(__name__)
 _reported_without_mlm_head: set[str] = set()
@@ -38,9 +38,18 @@ class RealmPreTrainedModel(PreTrainedModel):
         r"""
         [`~transformers.PreTrainedModel.from_pretrained`] without the per-checkpoint "Loading weights" progress bar
         (a REALM job reads several checkpoints; its stages have bars of their own). Arguments are the same.
+
+        The model records the Hub revision it was read from as `hub_revision` (the commit when transformers resolved
+        the revision, as `AutoModel` and `pipeline` do; `None` for a local directory), so that the index folder of
+        the same repo is read at that revision too (`realm_hf.pipelines.index_loading`).
         """
         with quiet_checkpoint_io():
-            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+            loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading_info) with output_loading_info
+        revision = kwargs.get("revision")
+        is_local = pretrained_model_name_or_path is None or os.path.isdir(os.fspath(pretrained_model_name_or_path))
+        model.hub_revision = None if is_local else getattr(revision, "resolved", None) or revision
+        return loaded
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> Any:
         r"""

@@ -58,7 +58,14 @@ from ._utils import (
     load_tokenizer_from,
     resolve_call_index,
 )
-from .index_loading import FINGERPRINT_OPT_OUT, check_index_fingerprint, index_source, load_index_for_model
+from ..index.manifest import MANIFEST_NAME
+from .index_loading import (
+    DEFAULT_INDEX_FOLDER,
+    FINGERPRINT_OPT_OUT,
+    check_index_fingerprint,
+    index_source,
+    load_index_for_model,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -93,17 +100,21 @@ def find_retriever(retriever: Any, dirs: list[str]) -> tuple[RealmRetriever, str
     )
 
 
-def find_index(index: Any, dirs: list[str], expected_dim: int, expected_fingerprint: str | None = None) -> Any:
+def find_index(
+    index: Any, dirs: list[str], expected_dim: int, expected_fingerprint: str | None = None,
+    trust_index_file: bool = False,
+) -> Any:
     """The index given (an instance or a directory), else `index/` in the first of `dirs` that has one; refused
-    unless its manifest names `expected_fingerprint` (the retriever's document tower; `None`: not checked)."""
+    unless its manifest names `expected_fingerprint` (the retriever's document tower; `None`: not checked).
+    `trust_index_file`: see [`load_index_for_model`]."""
     if index is not None:
-        loaded = load_index_for_model(None, None, index, expected_dim=expected_dim)
+        loaded = load_index_for_model(None, None, index, expected_dim=expected_dim, trust_index_file=trust_index_file)
         check_index_fingerprint(loaded, expected_fingerprint, index_source(index), FINGERPRINT_OPT_OUT)
         return loaded
     for directory in dirs:
-        if os.path.isfile(os.path.join(directory, "index", "manifest.json")):
-            loaded = load_index_for_model(directory, None, expected_dim=expected_dim)
-            source = f"The index {os.path.join(directory, 'index')!r}"
+        if os.path.isfile(os.path.join(directory, DEFAULT_INDEX_FOLDER, MANIFEST_NAME)):
+            loaded = load_index_for_model(directory, None, expected_dim=expected_dim, trust_index_file=trust_index_file)
+            source = f"The index {os.path.join(directory, DEFAULT_INDEX_FOLDER)!r}"
             check_index_fingerprint(loaded, expected_fingerprint, source, FINGERPRINT_OPT_OUT)
             return loaded
     looked = ", ".join(os.path.join(d, "index") for d in dirs) or "nowhere (the encoder was built in memory)"
@@ -137,6 +148,8 @@ class RealmFillMaskPipeline(Pipeline):
         beam_size (`int`, *optional*): Beam width for several masks (at least `top_k`).
         check_fingerprint (`bool`, *optional*, defaults to `True`): Refuse an index (the pipeline's or one passed to
             a call) whose manifest names other document-tower weights than the retriever's; `False` uses it anyway.
+        trust_index_file (`bool`, *optional*, defaults to `False`): Read the faiss file of an index that came from the
+            Hub with faiss's native reader instead of rebuilding its search structure from its embeddings.
 
     Returns:
         Per input text, a list of `top_k` dicts, best first: `token` (an id, or a list of ids for several masks),
@@ -159,6 +172,7 @@ class RealmFillMaskPipeline(Pipeline):
         retriever: RealmRetriever | str | os.PathLike | None = None,
         index: Any = None,
         check_fingerprint: bool = True,
+        trust_index_file: bool = False,
         **kwargs: Any,
     ):
         if not isinstance(model, RealmKnowledgeEncoder):
@@ -179,7 +193,10 @@ class RealmFillMaskPipeline(Pipeline):
         self._expected_fingerprint = (
             fingerprint_module(self.retriever.document_embedder) if check_fingerprint else None
         )
-        self.index = find_index(index, dirs, self.retriever.config.embedding_size, self._expected_fingerprint)
+        self._trust_index_file = bool(trust_index_file)
+        self.index = find_index(
+            index, dirs, self.retriever.config.embedding_size, self._expected_fingerprint, self._trust_index_file
+        )
         self._call_indexes: dict[str, Any] = {}
 
     @classmethod
@@ -224,7 +241,8 @@ class RealmFillMaskPipeline(Pipeline):
 
     def _resolve_index(self, index: Any) -> Any:
         resolved = resolve_call_index(
-            index, self.index, self._call_indexes, expected_dim=self.retriever.config.embedding_size
+            index, self.index, self._call_indexes, expected_dim=self.retriever.config.embedding_size,
+            trust_index_file=self._trust_index_file,
         )
         if index is not None:
             check_index_fingerprint(resolved, self._expected_fingerprint, index_source(index), FINGERPRINT_OPT_OUT)

@@ -1,31 +1,39 @@
-"""How a model finds its corpus index.
+"""How a model finds its corpus index: the one resolver that `pipeline(...)`, `realm-hf evaluate` and the Open-QA
+trainer share, so that they always read the same index.
 
-A `RealmForOpenQA` directory may carry its index in `<model_dir>/index/` (a [`RealmIndex.save_pretrained`] directory);
-its config names the default index with `index_repo_id` (a path relative to the model directory such as `"index"`,
-an absolute path, or a Hub dataset repo id) and `index_revision`. [`load_index_for_model`] resolves, in order:
+A `RealmForOpenQA` names its index in its config: `index_repo_id` and `index_revision`. [`resolve_model_index`] turns
+them into a place, in this order:
 
-1. an explicit `index` (a `RealmIndex`, or a path to an index directory);
-2. `<model_dir>/index` when it holds a `manifest.json`;
-3. `config.index_repo_id` resolved relative to the model directory when it is a relative path that exists there,
-   or as is when it is an absolute path;
-4. `RealmIndex.from_pretrained(config.index_repo_id, revision=config.index_revision)` when `index_repo_id` has the
-   form `namespace/name` of a Hub dataset repo, for the Hub helper of `realm_hf.hub` (the revision is passed only
-   when that function takes one). A bare name such as `"index"` is only ever a folder of the model directory: it is
-   never looked up on the Hub or in the working directory.
+1. `<model dir>/index` when it holds a `manifest.json` (the folder a saved RealmForOpenQA carries);
+2. `index_repo_id` as a folder of the model directory: a relative path without `..`, whose real path (symbolic links
+   resolved) stays inside the model directory;
+3. `index_repo_id` of the form `namespace/name` that is no such folder: a Hub *dataset* repo at `index_revision` (a
+   warning says when the config pins no revision).
 
-`model_name_or_path` is the model's local directory or, for a model loaded from the Hub, its repo id: the repo's
-snapshot in the local Hub cache is used as the model directory (`snapshot_download(..., local_files_only=True)`);
-when the Hub is reachable (`HF_HUB_OFFLINE` unset) and the index folder of the model repo is not cached yet, only
-that folder (`<index_repo_id>/*`, default `index/*`) is downloaded.
+An absolute `index_repo_id`, or one that leaves the model directory, is refused in one line naming the value and the
+fix: a model's config is written by whoever published the model, and its `index_fingerprint` would vouch for an index
+the model does not ship. A bare name is only ever a folder of the model directory, never of the working directory. An
+index anywhere else is the user's choice, passed explicitly (`index=`, `realm-hf evaluate --index_dir`).
+
+The model directory is the path itself or, for a Hub model repo id, its snapshot in the Hugging Face cache at the
+revision the model was loaded from (`model.hub_revision`, which `from_pretrained` records; the default branch when
+unknown). When the Hub is reachable and that snapshot lacks the index folder, only `<folder>/*` is downloaded, at the
+same revision.
+
+[`load_index_for_model`] then loads through [`RealmIndex.from_pretrained`]: every file is checked against the
+manifest's checksums before it is parsed, and a faiss file from the Hub is rebuilt from the embeddings unless
+`trust_index_file=True`.
 """
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from ..index.manifest import MANIFEST_NAME
 
 if TYPE_CHECKING:
     from ..index import RealmIndex
@@ -33,14 +41,34 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "DEFAULT_INDEX_FOLDER", "FINGERPRINT_OPT_OUT", "check_index_fingerprint", "index_source", "load_index_for_model",
-    "resolve_model_dir",
+    "DEFAULT_INDEX_FOLDER", "FINGERPRINT_OPT_OUT", "IndexLocation", "check_index_fingerprint", "index_source",
+    "load_index_for_model", "model_revision", "resolve_model_dir", "resolve_model_index",
 ]
 
 DEFAULT_INDEX_FOLDER = "index"
-MANIFEST_NAME = "manifest.json"
 # the argument that pairs a model with an index of other weights anyway (the name realm_hf.evaluation uses)
 FINGERPRINT_OPT_OUT = "check_fingerprint=False"
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexLocation:
+    r"""
+    Where a model's index is: a local directory (`directory`), or a Hub dataset repo (`repo_id` at `revision`).
+
+    Args:
+        directory (`str`, *optional*): An index directory (a folder of the model directory or of its Hub snapshot).
+        repo_id (`str`, *optional*): A Hub dataset repo holding an index bundle.
+        revision (`str`, *optional*): The revision of `repo_id` (`config.index_revision`).
+    """
+
+    directory: str | None = None
+    repo_id: str | None = None
+    revision: str | None = None
+
+    def __str__(self) -> str:
+        if self.directory is not None:
+            return self.directory
+        return f"dataset repo {self.repo_id!r}" + (f" at revision {self.revision}" if self.revision else "")
 
 
 def _is_index_dir(path: str | os.PathLike | None) -> bool:
@@ -50,6 +78,15 @@ def _is_index_dir(path: str | os.PathLike | None) -> bool:
 def _looks_like_repo_id(name: str) -> bool:
     parts = name.split("/")
     return 1 <= len(parts) <= 2 and all(parts) and not name.startswith((".", "~")) and not os.path.isabs(name)
+
+
+def _is_hub_repo_id(name: str) -> bool:
+    return _looks_like_repo_id(name) and name.count("/") == 1
+
+
+def model_revision(model: Any) -> str | None:
+    """The Hub revision `model` was loaded from (`model.hub_revision`), `None` for a local or in-memory model."""
+    return getattr(model, "hub_revision", None)
 
 
 def resolve_model_dir(
@@ -62,7 +99,8 @@ def resolve_model_dir(
         model_name_or_path: A local directory or a Hub model repo id (`None`: no directory).
         index_folder (`str`, *optional*): The relative index folder the caller wants next to the model. When the Hub is
             reachable and the cached snapshot lacks it, only `<index_folder>/*` of the repo is downloaded.
-        revision (`str`, *optional*): Revision of the model repo.
+        revision (`str`, *optional*): Revision of the model repo: the snapshot and any download are of that revision
+            (default: the repo's default branch).
 
     Returns:
         `str` or `None`: the directory, or `None` when there is none (no path, not cached, Hub out of reach).
@@ -84,7 +122,7 @@ def resolve_model_dir(
     try:
         snapshot = snapshot_download(name, revision=revision, local_files_only=True)
     except Exception as error:  # not cached (LocalEntryNotFoundError), bad id (HFValidationError), ...
-        logger.debug("No cached snapshot of %s: %s", name, error)
+        logger.debug("No cached snapshot of %s at revision %s: %s", name, revision, error)
     needs_index = index_folder is not None and not (snapshot and _is_index_dir(os.path.join(snapshot, index_folder)))
     if needs_index and not hub_offline():
         try:
@@ -94,10 +132,93 @@ def resolve_model_dir(
     return snapshot
 
 
-def _load_directory(path: str, expected_dim: int | None, search_params: dict | None) -> RealmIndex:
+def _refuse_outside(index_repo_id: str, model_name_or_path: Any, why: str) -> None:
+    model = os.fspath(model_name_or_path) if model_name_or_path is not None else "(in memory)"
+    raise ValueError(
+        f"config.index_repo_id={index_repo_id!r} of the model {model!r} {why}; a model config may only name a folder "
+        f"inside the model (such as {DEFAULT_INDEX_FOLDER!r}) or a Hub dataset repo ('namespace/name'). To use that "
+        f"index, pass it yourself: index={index_repo_id!r} (realm-hf evaluate: --index_dir)."
+    )
+
+
+def _check_config_path(index_repo_id: str, model_name_or_path: Any) -> None:
+    """Refuse an `index_repo_id` that is an absolute path or climbs out of the model folder (before any lookup)."""
+    parts = index_repo_id.replace("\\", "/").split("/")
+    drive = os.path.splitdrive(index_repo_id)[0]
+    if index_repo_id.startswith(("/", "\\", "~")) or os.path.isabs(index_repo_id) or drive:
+        _refuse_outside(index_repo_id, model_name_or_path, "is an absolute path")
+    if ".." in parts:
+        _refuse_outside(index_repo_id, model_name_or_path, "leaves the model's folder ('..')")
+
+
+def _folder_inside(model_dir: str, folder: str, index_repo_id: str | None, model_name_or_path: Any) -> str:
+    """`model_dir/folder`, refused when its real path (symbolic links resolved) is outside the model directory."""
+    candidate = os.path.join(model_dir, *folder.strip("/").split("/"))
+    root, real = os.path.realpath(model_dir), os.path.realpath(candidate)
+    if os.path.exists(candidate) and os.path.commonpath([root, real]) != root:
+        _refuse_outside(index_repo_id or folder, model_name_or_path, f"resolves to {real}, outside the model's folder")
+    return candidate
+
+
+def resolve_model_index(
+    model_name_or_path: str | os.PathLike | None,
+    index_repo_id: str | None = None,
+    index_revision: str | None = None,
+    *,
+    model_revision: str | None = None,
+) -> IndexLocation:
+    r"""
+    Where the index of a model is, by the rules of the module docstring. Nothing is loaded.
+
+    Args:
+        model_name_or_path (`str` or `os.PathLike`, *optional*): The model's directory or Hub repo id.
+        index_repo_id (`str`, *optional*): `config.index_repo_id`.
+        index_revision (`str`, *optional*): `config.index_revision`, for a Hub dataset repo.
+        model_revision (`str`, *optional*): The revision the model was loaded from ([`model_revision`]).
+
+    Returns:
+        [`IndexLocation`]
+
+    Raises:
+        `ValueError`: when `index_repo_id` is an absolute path or leaves the model's folder (one line, naming the
+        value and the fix). `FileNotFoundError`: naming every place that was looked at.
+    """
+    index_repo_id = os.fspath(index_repo_id) if index_repo_id else None
+    if index_repo_id:
+        _check_config_path(index_repo_id, model_name_or_path)
+    folders = [DEFAULT_INDEX_FOLDER]
+    if index_repo_id and index_repo_id.strip("/") != DEFAULT_INDEX_FOLDER:
+        folders.append(index_repo_id)
+    # the folder to fetch from a Hub model repo whose cached snapshot lacks it (not a "namespace/name" index repo id)
+    hub_folder = folders[-1] if not _is_hub_repo_id(folders[-1]) else DEFAULT_INDEX_FOLDER
+    model_dir = resolve_model_dir(model_name_or_path, index_folder=hub_folder, revision=model_revision)
+    looked_at: list[str] = []
+    if model_name_or_path is not None and model_dir is None:
+        looked_at.append(f"the model {os.fspath(model_name_or_path)!r} (neither a local directory nor a cached repo)")
+    if model_dir is not None:
+        for folder in folders:
+            candidate = _folder_inside(model_dir, folder, index_repo_id, model_name_or_path)
+            if _is_index_dir(candidate):
+                return IndexLocation(directory=candidate)
+            looked_at.append(os.path.join(candidate, MANIFEST_NAME))
+    if index_repo_id and _is_hub_repo_id(index_repo_id):
+        if index_revision is None:
+            logger.warning(
+                "config.index_repo_id=%r pins no index_revision: loading whatever its default branch holds now. "
+                "Pin the index commit the model was published with (`realm-hf publish` records it).", index_repo_id,
+            )
+        return IndexLocation(repo_id=index_repo_id, revision=index_revision)
+    raise FileNotFoundError(_not_found_message(model_name_or_path, looked_at, None))
+
+
+def _load_directory(
+    path: str, expected_dim: int | None, search_params: dict | None, trust_index_file: bool
+) -> RealmIndex:
     from ..index import RealmIndex
 
-    return RealmIndex.from_pretrained(path, expected_dim=expected_dim, search_params=search_params)
+    return RealmIndex.from_pretrained(
+        path, expected_dim=expected_dim, search_params=search_params, trust_index_file=trust_index_file
+    )
 
 
 def _check_dim(index: Any, expected_dim: int | None) -> None:
@@ -173,9 +294,11 @@ def load_index_for_model(
     *,
     expected_dim: int | None = None,
     search_params: dict | None = None,
+    model_revision: str | None = None,
+    trust_index_file: bool = False,
 ) -> RealmIndex:
     r"""
-    The corpus index of a model (see the module docstring for the lookup order).
+    The corpus index of a model: `index` when given, else the one [`resolve_model_index`] finds.
 
     Args:
         model_name_or_path (`str` or `os.PathLike`, *optional*):
@@ -183,34 +306,45 @@ def load_index_for_model(
         config (*optional*):
             The model config; its `index_repo_id` and `index_revision` (a `RealmForOpenQAConfig`) are read when present.
         index (`RealmIndex`, `str` or `os.PathLike`, *optional*):
-            An explicit index, or the path of an index directory. Wins over everything else.
+            An explicit index, the path of an index directory, or a Hub dataset repo id. Wins over everything else.
         expected_dim (`int`, *optional*):
             The retriever's embedding size; an index of another dimension is refused with a message saying how to
             rebuild it. Defaults to `config.retriever_config.embedding_size` when the config has one.
         search_params (`dict`, *optional*):
             faiss search parameters (`nprobe`, `efSearch`) overriding the stored ones of an index loaded from disk.
+        model_revision (`str`, *optional*):
+            The Hub revision the model was loaded from ([`model_revision`]): the model repo's index folder is read at
+            that revision.
+        trust_index_file (`bool`, defaults to `False`):
+            Read a faiss file that came from the Hub with faiss's native reader instead of rebuilding the search
+            structure from the embeddings (see [`RealmIndex.from_pretrained`]).
 
     Returns:
         [`RealmIndex`]
 
     Raises:
         `FileNotFoundError`: naming every place that was looked at, when no index is found.
-        `ValueError`: when the index's dimension does not match the retriever.
+        `ValueError`: when `config.index_repo_id` points outside the model's folder, or the index's dimension does
+        not match the retriever.
     """
     if expected_dim is None:
         retriever_config = _config_get(config, "retriever_config")
         expected_dim = getattr(retriever_config, "embedding_size", None) if retriever_config is not None else None
 
-    # 1. explicit index
     if index is not None:
         if isinstance(index, (str, os.PathLike)):
             path = os.fspath(index)
-            if not _is_index_dir(path):
-                raise FileNotFoundError(
-                    f"`index={path!r}` is not an index directory (no {MANIFEST_NAME} in it). Pass a directory written "
-                    "by RealmIndex.save_pretrained (or `realm-hf build-index --output DIR`), or a RealmIndex."
+            if _is_index_dir(path):
+                return _load_directory(path, expected_dim, search_params, trust_index_file)
+            if not os.path.exists(path) and _is_hub_repo_id(path):
+                return _load_from_hub(
+                    IndexLocation(repo_id=path), expected_dim, search_params, trust_index_file, None, []
                 )
-            return _load_directory(path, expected_dim, search_params)
+            raise FileNotFoundError(
+                f"`index={path!r}` is not an index directory (no {MANIFEST_NAME} in it). Pass a directory written "
+                "by RealmIndex.save_pretrained (or `realm-hf build-index --output DIR`), a Hub dataset repo id, or "
+                "a RealmIndex."
+            )
         if not hasattr(index, "search") or not hasattr(index, "get_blocks"):
             raise TypeError(
                 f"`index` must be a RealmIndex or the path of an index directory, got {type(index).__name__}."
@@ -218,69 +352,29 @@ def load_index_for_model(
         _check_dim(index, expected_dim)
         return index
 
-    index_repo_id = _config_get(config, "index_repo_id")
-    index_revision = _config_get(config, "index_revision")
-    # folders to try inside the model directory: "index", then index_repo_id when it is a relative path
-    folders = [DEFAULT_INDEX_FOLDER]
-    if index_repo_id and not os.path.isabs(index_repo_id) and index_repo_id.strip("/") != DEFAULT_INDEX_FOLDER:
-        folders.append(index_repo_id)
-    looked_at: list[str] = []
-
-    # the folder to fetch from a Hub model repo whose cached snapshot lacks it (not a "namespace/name" index repo id)
-    hub_folder = folders[-1] if not _is_hub_repo_id(folders[-1]) else DEFAULT_INDEX_FOLDER
-    model_dir = resolve_model_dir(model_name_or_path, index_folder=hub_folder)
-    if model_name_or_path is not None and model_dir is None:
-        looked_at.append(f"the model {os.fspath(model_name_or_path)!r} (neither a local directory nor a cached repo)")
-
-    # 2. <model_dir>/index, 3. index_repo_id relative to the model directory
-    if model_dir is not None:
-        for folder in folders:
-            candidate = os.path.join(model_dir, folder)
-            if _is_index_dir(candidate):
-                logger.info("Using the index at %s", candidate)
-                return _load_directory(candidate, expected_dim, search_params)
-            looked_at.append(os.path.join(candidate, MANIFEST_NAME))
-
-    # 3b. an absolute path
-    if index_repo_id and os.path.isabs(index_repo_id):
-        if _is_index_dir(index_repo_id):
-            return _load_directory(index_repo_id, expected_dim, search_params)
-        looked_at.append(os.path.join(index_repo_id, MANIFEST_NAME))
-    # 4. a Hub dataset repo "namespace/name" (a bare name such as "index" is only ever a folder of the model)
-    elif index_repo_id and _is_hub_repo_id(index_repo_id):
-        return _load_from_hub(index_repo_id, index_revision, expected_dim, search_params, model_name_or_path, looked_at)
-    raise FileNotFoundError(_not_found_message(model_name_or_path, looked_at, None))
-
-
-def _is_hub_repo_id(name: str) -> bool:
-    parts = name.split("/")
-    return len(parts) == 2 and all(parts) and not name.startswith((".", "~"))
+    location = resolve_model_index(
+        model_name_or_path,
+        _config_get(config, "index_repo_id"),
+        _config_get(config, "index_revision"),
+        model_revision=model_revision,
+    )
+    if location.directory is not None:
+        logger.info("Using the index at %s", location.directory)
+        return _load_directory(location.directory, expected_dim, search_params, trust_index_file)
+    return _load_from_hub(location, expected_dim, search_params, trust_index_file, model_name_or_path, [])
 
 
 def _load_from_hub(
-    repo_id: str,
-    revision: str | None,
+    location: IndexLocation,
     expected_dim: int | None,
     search_params: dict | None,
+    trust_index_file: bool,
     model_name_or_path: Any,
     looked_at: list[str],
 ) -> RealmIndex:
-    """`RealmIndex.from_pretrained(repo_id, revision=...)`: repo ids are resolved where `realm_hf.hub` extends it."""
+    """`RealmIndex.from_pretrained(repo_id, revision=...)`, a missing repo or file reported as `FileNotFoundError`."""
     from ..index import RealmIndex
 
-    kwargs: dict[str, Any] = {"expected_dim": expected_dim}
-    parameters = inspect.signature(RealmIndex.from_pretrained).parameters
-    if revision is not None:
-        if "revision" in parameters:
-            kwargs["revision"] = revision
-        else:
-            logger.warning(
-                "RealmIndex.from_pretrained takes no `revision`; loading %s without pinning index_revision=%s",
-                repo_id,
-                revision,
-            )
-    if search_params is not None:
-        kwargs["search_params"] = search_params
     not_found: tuple[type[BaseException], ...] = (OSError,)
     try:
         from huggingface_hub.errors import EntryNotFoundError, HFValidationError
@@ -289,9 +383,12 @@ def _load_from_hub(
     except ImportError:  # pragma: no cover
         pass
     try:
-        return RealmIndex.from_pretrained(repo_id, **kwargs)
+        return RealmIndex.from_pretrained(
+            location.repo_id, expected_dim=expected_dim, search_params=search_params, revision=location.revision,
+            trust_index_file=trust_index_file,
+        )
     except not_found as error:
-        looked_at.append(f"the index repo {repo_id!r}" + (f" at revision {revision}" if revision else ""))
+        looked_at.append(f"the index {location}")
         raise FileNotFoundError(_not_found_message(model_name_or_path, looked_at, str(error))) from error
 
 
@@ -305,5 +402,5 @@ def _not_found_message(model_name_or_path: Any, looked_at: list[str], cause: str
         message += f" ({cause})"
     return (
         message + " Pass `index=` (a RealmIndex or an index directory), save the index as `<model dir>/index`, or set "
-        "`config.index_repo_id` to an index directory or a Hub dataset repo."
+        "`config.index_repo_id` to a folder inside the model directory or a Hub dataset repo."
     )

@@ -116,15 +116,17 @@ class RealmRetrievalAugmentedMaskedLM(RealmPreTrainedModel):
             pretrained_model_name_or_path (`str`): The directory.
             kwargs: Passed to the encoder's `from_pretrained` (`dtype`, `subfolder`, ...); `num_blocks` is kept, and
                 `check_fingerprint=False` (e.g. `pipeline("fill-mask", ..., model_kwargs={"check_fingerprint": False})`)
-                accepts an index whose manifest names other document-tower weights than the retriever's.
+                accepts an index whose manifest names other document-tower weights than the retriever's, and
+                `trust_index_file=True` reads the faiss file of an index from the Hub (see `RealmFillMaskPipeline`).
         """
         num_blocks = kwargs.pop("num_blocks", None)
         check_fingerprint = kwargs.pop("check_fingerprint", True)
+        trust_index_file = kwargs.pop("trust_index_file", False)
         encoder = RealmPretrainingEncoder.from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         dirs = pretraining_dirs(encoder.name_or_path or None)
         retriever, retriever_dir = find_retriever(None, dirs)
         expected = fingerprint_module(retriever.document_embedder) if check_fingerprint else None
-        index = find_index(None, dirs, retriever.config.embedding_size, expected)
+        index = find_index(None, dirs, retriever.config.embedding_size, expected, trust_index_file)
         model = cls(encoder.config, encoder, retriever, index, find_tokenizer(dirs, retriever_dir), num_blocks)
         return model.eval()
 

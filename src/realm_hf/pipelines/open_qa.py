@@ -67,6 +67,7 @@ from .index_loading import (
     check_index_fingerprint,
     index_source,
     load_index_for_model,
+    model_revision,
     resolve_model_dir,
 )
 
@@ -163,6 +164,9 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         check_fingerprint (`bool`, *optional*, defaults to `True`): Refuse an index (the model's, one given here or
             to a call) whose manifest names other document-tower weights than the model's (or than the
             `config.index_fingerprint` recorded at fine-tuning); `False` uses it anyway.
+        trust_index_file (`bool`, *optional*, defaults to `False`): Read the faiss file of an index that came from the
+            Hub with faiss's native reader; by default its search structure is rebuilt from its embeddings (see
+            [`RealmIndex.from_pretrained`]). Local indexes always load their faiss file.
         top_k (`int`, *optional*, defaults to 1): Answers per question; `1` returns a dict, more a list of dicts.
         num_blocks (`int`, *optional*, defaults to `config.top_k`): Blocks retrieved and read per question.
         exclude_question_words (`bool`, *optional*, defaults to `True`): Leave out answers that only repeat words of
@@ -195,15 +199,16 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
 
     def __init__(
         self, model: RealmForOpenQA, tokenizer: Any = None, index: Any = None, check_fingerprint: bool = True,
-        **kwargs: Any,
+        trust_index_file: bool = False, **kwargs: Any,
     ):
         if not isinstance(model, RealmForOpenQA):
             raise TypeError(
                 f"The {OPEN_QA_TASK!r} pipeline needs a realm_hf RealmForOpenQA model, got {type(model).__name__}."
             )
         model_path = model.name_or_path or None
+        revision = model_revision(model)
         if tokenizer is None:
-            tokenizer = load_tokenizer_from([resolve_model_dir(model_path)], "RealmForOpenQA model")
+            tokenizer = load_tokenizer_from([resolve_model_dir(model_path, revision=revision)], "RealmForOpenQA model")
         check_fast_tokenizer(tokenizer, type(self).__name__)
         super().__init__(model=model, tokenizer=tokenizer, **kwargs)
         self.model.eval()
@@ -214,7 +219,10 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             if check_fingerprint
             else None
         )
-        self.index = load_index_for_model(model_path, model.config, index)
+        self._trust_index_file = bool(trust_index_file)
+        self.index = load_index_for_model(
+            model_path, model.config, index, model_revision=revision, trust_index_file=self._trust_index_file
+        )
         check_index_fingerprint(
             self.index, self._accepted_fingerprints, index_source(index, model_path), FINGERPRINT_OPT_OUT
         )
@@ -240,7 +248,9 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         return {}, forward_params, postprocess_params
 
     def _resolve_index(self, index: Any) -> Any:
-        resolved = resolve_call_index(index, self.index, self._call_indexes, config=self.model.config)  # checks dims
+        resolved = resolve_call_index(  # checks dims
+            index, self.index, self._call_indexes, config=self.model.config, trust_index_file=self._trust_index_file
+        )
         if index is not None:
             check_index_fingerprint(resolved, self._accepted_fingerprints, index_source(index), FINGERPRINT_OPT_OUT)
         return resolved
