@@ -25,8 +25,8 @@ import os
 import random
 import time
 
-from realm_hf.commands import article_bm25
-from realm_hf.demo_data import DEMO_QUESTIONS_FILE, SHARED_QA_DIR, find_answer_articles, load_demo_questions
+from realm_hf.demo.defaults import DEMO_QUESTIONS_FILE, SHARED_QA_DIR
+from realm_hf.demo.wikipedia_qa_data import article_bm25, find_answer_articles, load_demo_questions
 from realm_hf.metrics import exact_match
 from realm_hf.training.pretrain import load_corpus_articles
 

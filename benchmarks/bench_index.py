@@ -329,7 +329,7 @@ def question_embeddings(retriever, tokenizer, path: str, num_questions: int) -> 
 
 def saved_index_types(args: argparse.Namespace) -> list[dict]:
     """(b) on the embeddings of a saved index, queried by the questions through its model's query tower."""
-    from realm_hf.commands import load_retriever
+    from realm_hf.retrieval import load_retriever
     from realm_hf.index import RealmIndex
 
     if not args.saved_index_model:
@@ -345,7 +345,7 @@ def saved_index_types(args: argparse.Namespace) -> list[dict]:
 
 def real_data(args: argparse.Namespace) -> dict:
     """Parts (a), (b) on the real embeddings, and (c)."""
-    from realm_hf.commands import load_retriever
+    from realm_hf.retrieval import load_retriever
     from realm_hf.corpus import load_articles, split_into_blocks
     from realm_hf.index import RealmIndex
     from realm_hf.index.embedding import embed_blocks

@@ -8,7 +8,7 @@ Add `--retrieval bm25` to retrieve with BM25 over the same blocks and read with 
 see `realm_hf.training.entry_points.main_evaluate`.
 """
 
-from realm_hf.quiet import configure_logging
+from realm_hf.utils.quiet import configure_logging
 from realm_hf.training import main_evaluate
 
 if __name__ == "__main__":

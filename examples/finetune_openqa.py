@@ -15,7 +15,7 @@ or instead of `--config`. The same job as `realm-hf finetune ...` (or `accelerat
 see `realm_hf.training.entry_points.main_finetune`.
 """
 
-from realm_hf.quiet import configure_logging
+from realm_hf.utils.quiet import configure_logging
 from realm_hf.training import main_finetune
 
 if __name__ == "__main__":

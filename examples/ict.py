@@ -7,7 +7,7 @@ The same job as `realm-hf ict ...` (or `accelerate launch -m realm_hf.cli ict ..
 `realm_hf.training.entry_points.main_ict`.
 """
 
-from realm_hf.quiet import configure_logging
+from realm_hf.utils.quiet import configure_logging
 from realm_hf.training import main_ict
 
 if __name__ == "__main__":

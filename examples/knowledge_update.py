@@ -12,10 +12,10 @@ its index, add them to the index with the model's own document tower, ask again.
 (`retriever/`, `encoder/`, `index/`: retrieval-augmented fill-mask). The new articles come from
 `../shared/data/wiki-2021-new` (Wikipedia articles created around 2021, after the 2015 corpus): the ones named by
 `--new_titles`, else the first `--max_new_articles` whose first sentence names the title. Without `--questions`, each
-article gives a probe made from its first sentence with the title taken out (`realm_hf.knowledge.title_probe`): a
-"what ..." question for a QA model, the title's wordpieces masked for a fill-mask model; the expected answer is the
-title. Answers read from a new article are marked `<- NEW`. The model's index on disk is not changed; pass
-`--save_index DIR` to keep the updated one.
+article gives a probe made from its first sentence with the title taken out
+(`realm_hf.data.title_probes.title_probe`): a "what ..." question for a QA model, the title's wordpieces masked for a
+fill-mask model; the expected answer is the title. Answers read from a new article are marked `<- NEW`. The model's
+index on disk is not changed; pass `--save_index DIR` to keep the updated one.
 """
 
 import logging
@@ -23,8 +23,9 @@ import os
 from dataclasses import dataclass, field
 
 from realm_hf.corpus import load_articles
-from realm_hf.knowledge import add_articles_to_index, title_probe
+from realm_hf.data.title_probes import title_probe
 from realm_hf.metrics import exact_match
+from realm_hf.retrieval import add_articles_to_index
 from realm_hf.training.entry_points import parse_command_line
 
 

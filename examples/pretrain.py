@@ -8,7 +8,7 @@ The same job as `realm-hf pretrain ...` (or `accelerate launch -m realm_hf.cli p
 `realm_hf.training.entry_points.main_pretrain`.
 """
 
-from realm_hf.quiet import configure_logging
+from realm_hf.utils.quiet import configure_logging
 from realm_hf.training import main_pretrain
 
 if __name__ == "__main__":

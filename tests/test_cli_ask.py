@@ -10,7 +10,7 @@ import pytest
 from realm_pipeline_helpers import ARTICLES, make_open_qa_dir
 
 from realm_hf.cli import main
-from realm_hf.commands import evidence_snippet
+from realm_hf.cli.output import evidence_snippet
 
 TITLES = {article["title"] for article in ARTICLES}
 

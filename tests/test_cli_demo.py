@@ -89,7 +89,9 @@ def test_the_report_shows_before_and_after_and_answers_with_their_document(demo_
 def test_the_models_load_in_the_fill_mask_pipeline(demo_run):
     from transformers import pipeline
 
-    import realm_hf  # noqa: F401 (registers the pipelines)
+    import realm_hf
+
+    realm_hf.register_auto_classes()  # this process imported realm_hf before transformers' pipelines
 
     fill = pipeline("realm-fill-mask", model=str(demo_run["output"] / "realm" / "final"))
     result = fill(demo_run["summary"]["answers"][0]["sentence"], top_k=2)

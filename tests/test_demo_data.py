@@ -1,4 +1,4 @@
-"""`realm_hf.demo_data.shared_qa_training_questions`: what the demo fine-tunes on, on a synthetic corpus and QA file."""
+"""`realm_hf.demo.wikipedia_qa_data.shared_qa_training_questions`: what the demo fine-tunes on, on a synthetic corpus and QA file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from realm_hf.demo_data import shared_qa_training_questions
+from realm_hf.demo.wikipedia_qa_data import shared_qa_training_questions
 
 if importlib.util.find_spec("bm25s") is None:
     pytest.skip("the demo's training questions are chosen with BM25 (pip install bm25s)", allow_module_level=True)

@@ -16,8 +16,9 @@ from openqa_helpers import ARTICLES, TINY, load_tokenizer, write_jsonl
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
 from realm_hf import RealmForOpenQA, RealmForOpenQAConfig
+from realm_hf.data.title_probes import title_probe
 from realm_hf.index import RealmIndex, embed_blocks
-from realm_hf.knowledge import add_articles_to_index, title_probe
+from realm_hf.retrieval import add_articles_to_index
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "knowledge_update.py")
 

@@ -1,4 +1,5 @@
-"""`import realm_hf` is cheap, and the transformers registrations still happen, in either import order.
+"""`import realm_hf` is cheap, and the transformers registrations happen explicitly: at `import realm_hf` for what
+transformers has loaded, on first use of a realm_hf name, or through `realm_hf.register_auto_classes()`.
 
 Each check runs in a fresh interpreter: the import state of the test process says nothing about a user's.
 """
@@ -87,22 +88,46 @@ def model_dir(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize(
-    "first",
+    "first, tasks",
     [
-        "import realm_hf",  # registration when transformers loads its Auto classes
-        "import transformers.models.auto.modeling_auto; import realm_hf",  # registration at import
-        "import realm_hf; from transformers import BertModel",  # Auto classes loaded in the middle of BERT's import
-        "import realm_hf; from transformers import pipeline",
+        ("import transformers.models.auto.modeling_auto; import realm_hf", False),  # registration at import
+        ("from transformers import AutoConfig, AutoModel; import realm_hf", False),
+        ("from transformers import pipeline; import realm_hf", True),
+        ("import realm_hf; realm_hf.register_auto_classes()", True),  # realm_hf first: explicit registration
+        ("import realm_hf; from transformers import pipeline; from realm_hf import RealmIndex", True),  # a name taken
     ],
 )
-def test_auto_classes_and_pipelines_registered_without_touching_realm_hf_names(model_dir, first):
+def test_auto_classes_and_pipelines_registered(model_dir, first, tasks):
     out = run_python(
         f"""
         {first}
         from transformers import AutoConfig, AutoModel
         from transformers.pipelines import PIPELINE_REGISTRY
         print(type(AutoConfig.from_pretrained({model_dir!r})).__name__, type(AutoModel.from_pretrained({model_dir!r})).__name__)
-        print(PIPELINE_REGISTRY.check_task("open-domain-question-answering")[0])
+        print("open-domain-question-answering" in PIPELINE_REGISTRY.get_supported_tasks())
         """
     )
-    assert out.split("\n")[:2] == ["RealmRetrieverConfig RealmRetriever", "open-domain-question-answering"]
+    assert out.split("\n")[:2] == ["RealmRetrieverConfig RealmRetriever", str(tasks)]
+
+
+def test_a_model_name_registers_the_auto_classes(model_dir):
+    out = run_python(
+        f"""
+        from realm_hf import RealmRetriever
+        from transformers import AutoModel
+        print(type(AutoModel.from_pretrained({model_dir!r})).__name__)
+        """
+    )
+    assert out.split("\n")[0] == "RealmRetriever"
+
+
+def test_no_import_hook_is_installed():
+    out = run_python(
+        """
+        import sys
+        before = list(sys.meta_path)
+        import realm_hf, realm_hf.cli
+        print(sys.meta_path == before)
+        """
+    )
+    assert out.split("\n")[0] == "True"

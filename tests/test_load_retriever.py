@@ -9,7 +9,7 @@ from realm_pipeline_helpers import make_pretraining_dir
 
 from realm_hf import RealmRetriever
 from realm_hf.cli import main
-from realm_hf.commands import load_retriever
+from realm_hf.retrieval import load_retriever
 
 
 def test_a_pretraining_output_loads_its_retriever(tmp_path):

@@ -1,4 +1,4 @@
-"""Quiet output (realm_hf.quiet): building the encoder from MiniLM says in one line that it has no MLM head (no load
+"""Quiet output (realm_hf.utils.quiet): building the encoder from MiniLM says in one line that it has no MLM head (no load
 report, no "seem corrupted"), checkpoint reads/writes show no per-checkpoint bars, faiss' loader stays at WARNING."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from transformers.utils import logging as transformers_logging
 
 from realm_hf import RealmKnowledgeEncoder, RealmRetriever
 from realm_hf.initial_weights import packaged_minilm_path
-from realm_hf.quiet import quiet_checkpoint_io
+from realm_hf.utils.quiet import quiet_checkpoint_io
 
 
 def _minilm_path() -> str:
@@ -91,7 +91,7 @@ def test_log_lines_are_not_glued_to_a_progress_bar():
 
     from tqdm import tqdm
 
-    from realm_hf.quiet import ProgressBarSafeHandler
+    from realm_hf.utils.quiet import ProgressBarSafeHandler
 
     stream = io.StringIO()
     handler = ProgressBarSafeHandler(stream)
@@ -116,7 +116,7 @@ def test_the_log_shows_our_info_lines_and_other_libraries_only_from_warning():
     # printed it before its own one-line error
     script = (
         "import logging\n"
-        "from realm_hf.quiet import configure_logging\n"
+        "from realm_hf.utils.quiet import configure_logging\n"
         "configure_logging({verbose})\n"
         "logging.getLogger('datasets').info('third-party info')\n"
         "logging.getLogger('accelerate.state').warning('third-party warning')\n"
@@ -144,7 +144,7 @@ def test_the_log_shows_our_info_lines_and_other_libraries_only_from_warning():
 def test_bm25s_debug_lines_stay_out_of_the_log():
     # bm25s sets its own logger to DEBUG on import: "bm25s: Building index from IDs objects" in every demo log
     script = (
-        "from realm_hf.quiet import configure_logging\n"
+        "from realm_hf.utils.quiet import configure_logging\n"
         "configure_logging(False)\n"
         "from realm_hf.index.bm25 import Bm25Retriever\n"
         "Bm25Retriever([{'block_id': 0, 'title': 'Nile', 'text': 'The Nile is a river.'},\n"

@@ -52,7 +52,7 @@ from .configuration import (
     RealmRetrieverConfig,
 )
 from .modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
-from .quiet import configure_logging
+from .utils.quiet import configure_logging
 
 logger = logging.getLogger(__name__)
 

@@ -119,7 +119,7 @@ def test_bad_similarity_scale_is_refused_naming_the_value(tiny_bert, scale):
 
 def test_packaged_minilm_as_retriever_scores_with_its_training_scale():
     """`load_retriever("minilm")` (the demo, `realm-hf search`): p(z | x) = softmax(20 · cos), as MiniLM was trained."""
-    from realm_hf.commands import load_retriever
+    from realm_hf.retrieval import load_retriever
     from realm_hf.initial_weights import SENTENCE_EMBEDDING_SCALE
 
     retriever, _ = load_retriever("minilm")

@@ -126,7 +126,7 @@ def test_build_index_auto_embeds_in_the_probed_dtype(tmp_path):
     """`realm-hf build-index` defaults to `--dtype auto`: the same embeddings as naming the probed dtype."""
     import numpy as np
 
-    from realm_hf.commands import build_index
+    from realm_hf.retrieval import build_index
 
     corpus = write_jsonl(tmp_path / "articles.jsonl", ARTICLES)
     probed = resolve_embed_dtype("auto", resolve_mixed_precision("auto", "cpu"))

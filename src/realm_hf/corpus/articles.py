@@ -164,3 +164,14 @@ def load_articles(source: Any, cache_dir: str | None = None) -> datasets.Dataset
     if loaded_from is not None:
         logger.info("Loaded %d articles from %s", len(articles), loaded_from)
     return articles
+
+
+def load_corpus_articles(source: Any, limit: int | None = None) -> datasets.Dataset:
+    """The first `limit` articles of a corpus ([`load_articles`] sources); `"embedded"` is the packaged demo corpus
+    (see `corpus.embedded`)."""
+    if source == "embedded":
+        from .embedded import load_embedded_corpus
+
+        return datasets.Dataset.from_list(load_embedded_corpus(limit=limit))
+    articles = load_articles(source)
+    return articles if limit is None or limit >= len(articles) else articles.select(range(limit))

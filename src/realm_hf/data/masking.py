@@ -21,7 +21,7 @@ from datasets.fingerprint import Hasher
 
 from ..corpus.articles import load_articles
 from ..corpus.blocks import split_sentences
-from ..quiet import without_datasets_bars
+from ..utils.quiet import without_datasets_bars
 
 
 logger = logging.getLogger(__name__)

@@ -181,8 +181,10 @@ def answer_held_out(models: dict[str, str], task: KnowledgeTask, count: int) -> 
     """
     from transformers import pipeline
 
+    from ..registration import register_auto_classes
     from ..pipelines import FILL_MASK_TASK
 
+    register_auto_classes()  # the task, whatever was imported before
     pipelines = {name: pipeline(FILL_MASK_TASK, model=path) for name, path in models.items()}
     rows = []
     for sentence in task.held_out_sentences[::2][:count]:  # the first of each person's two held-out sentences

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..quiet import quiet_faiss_loader
+from ..utils.quiet import quiet_faiss_loader
 from .compressed import COMPRESSED, DEFAULT_NPROBE, DEFAULT_RERANK, MipsToL2, compressed_faiss_index
 from .pacing import pause_point
 

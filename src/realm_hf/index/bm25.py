@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..corpus.store import int_column
-from ..quiet import unforce_bm25s_debug
+from ..utils.quiet import unforce_bm25s_debug
 
 
 logger = logging.getLogger(__name__)

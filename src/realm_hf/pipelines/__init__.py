@@ -18,10 +18,10 @@ The other names below are imported from their submodules on first access.
 
 from __future__ import annotations
 
-from .. import _lazy_exports
+from ..utils.lazy import lazy_exports
 
 
-__getattr__, __dir__, __all__ = _lazy_exports(
+__getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "fill_mask": ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search", "score_candidates"],

@@ -3,10 +3,10 @@
 The names below are imported from their submodules on first access (see `realm_hf`).
 """
 
-from .. import _lazy_exports
+from ..utils.lazy import lazy_exports
 
 
-__getattr__, __dir__, __all__ = _lazy_exports(
+__getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "arguments": [

@@ -29,7 +29,7 @@ from ..index.manifest import fingerprint_module
 from ..initial_weights import resolve_bert_path
 from ..metrics import CorpusAnswerFinder, recall_at_k
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
-from ..quiet import quiet_checkpoint_io
+from ..utils.quiet import quiet_checkpoint_io
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .index_builder import build_index_from_snapshot, refresh_resources
 from .loop import TRAINER_STATE, TrainingLoop, complete_checkpoints, decay_parameter_groups, resolve_checkpoint

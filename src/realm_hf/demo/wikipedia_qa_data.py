@@ -1,4 +1,8 @@
-"""What `realm-hf demo` asks and what it fine-tunes on: its evaluation questions and its Open-QA training questions.
+"""What the Wikipedia Open-QA demo (`realm-hf demo --recipe wikipedia-qa`) reads, asks and fine-tunes on: its corpus,
+its evaluation questions, its Open-QA training questions and its reading questions ([`prepare_demo_data`] writes them).
+
+- Corpus ([`select_demo_articles`]): articles of the embedded corpus (Wikipedia lead sections), BM25's best for the
+  questions plus an even spread, in a seeded order.
 
 - Evaluation questions (`examples/demo_questions.jsonl`): the 4 default questions and 20 held-out ones, each with its
   reference answers (used only to count right answers, never to build the corpus or the training set beyond the
@@ -17,22 +21,34 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import random
 import re
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .metrics import compile_answer_pattern, normalize_answer
+import numpy as np
+
+from ..corpus import load_corpus_articles
+from ..data.title_probes import title_probe_examples
+from ..metrics import compile_answer_pattern, normalize_answer
+from .defaults import DEMO_FOCUS_ARTICLES
+
+if TYPE_CHECKING:
+    from .wikipedia_qa_stages import DemoSettings
 
 logger = logging.getLogger(__name__)
 
-DEMO_QUESTIONS_FILE = Path(__file__).resolve().parents[2] / "examples" / "demo_questions.jsonl"
-"""The demo's evaluation questions in a source checkout (`pip install -e`); `--questions-file` names another."""
-SHARED_QA_DIR = os.path.join("..", "shared", "data", "qa")
-"""Where the shared QA sets live, relative to the working directory (see `../shared/data/DATA.md`)."""
+DEMO_QUESTIONS = [
+    "who developed the theory of general relativity",
+    "what is the largest planet in the solar system",
+    "which river flows through cairo",
+    "what language is spoken in brazil",
+]
+"""The questions the demo answers when given none and no evaluation file."""
+
 SHARED_QA_FILES = ("webquestions-train.jsonl", "nq-dev.jsonl", "curatedtrec-train.jsonl")
 """The QA sets the demo fine-tunes on (short factoid questions like the demo's own; CuratedTrec's answers are regular
 expressions). TriviaQA dev is left for evaluation."""
@@ -204,10 +220,127 @@ def demo_reading_questions(
     answer is a reading target or a reading question's word; `limit` questions at most (a seeded sample of the
     sentences). Needs spaCy and its English pipeline.
     """
-    from .data.cloze_questions import wh_cloze_questions
+    from ..data.cloze_questions import wh_cloze_questions
 
     excluded = sorted({answer for row in exclude for answer in row["answers"]})
     return wh_cloze_questions(
         articles, skip_sentence=lambda sentence: any(_mentions(sentence, answer) for answer in excluded), limit=limit,
         seed=seed,
     )
+
+
+# ------------------------------------------------------------------------------------- the demo corpus
+def select_demo_articles(
+    questions: list[str], max_articles: int, focus_per_question: int = DEMO_FOCUS_ARTICLES, seed: int = 0,
+    required: list[int] | None = None, articles: list[dict] | None = None, bm25: Any = None,
+) -> tuple[list[dict], list[str]]:
+    r"""
+    The demo's knowledge corpus: `max_articles` articles of the embedded corpus (10,033 Wikipedia lead sections,
+    sorted by title, so a prefix would be all "A..."): for each question its `focus_per_question` best articles by
+    BM25 (when `bm25s` is installed; at most half the corpus), then the `required` articles (positions in the
+    embedded corpus: those holding the answers of the training questions), then an even spread over the rest of the
+    alphabet; shuffled with `seed` from their corpus order, so any prefix is a sample too (pre-training takes one) and
+    the same articles always come in the same order. Articles are chosen by the questions' words, never by their
+    answers.
+
+    Returns:
+        `(articles, focus_ids)`: the `{"id", "title", "text"}` articles and the ids of those BM25 chose.
+    """
+    articles = articles if articles is not None else load_corpus_articles("embedded", None).to_list()
+    size = min(max_articles, len(articles))
+    focus = _bm25_focus(articles, questions, min(focus_per_question, len(articles)), size // 2, bm25)
+    taken = list(dict.fromkeys(focus + [i for i in required or [] if i not in set(focus)]))[:size]
+    chosen_set = set(taken)
+    rest = [i for i in range(len(articles)) if i not in chosen_set]
+    spread = np.unique(np.linspace(0, len(rest) - 1, num=size - len(taken)).round().astype(int)) if rest and size > len(taken) else []
+    # the order depends on which articles were chosen, not on why: the whole corpus is always the same sample
+    # order, whatever the training questions (their articles would otherwise reorder it, and with it the pre-training
+    # articles and the reading questions drawn from it)
+    chosen = sorted(taken + [rest[i] for i in spread])
+    random.Random(seed).shuffle(chosen)
+    if len(chosen) == len(articles):
+        logger.info("Demo corpus: all %d embedded articles", len(chosen))
+    else:
+        logger.info(
+            "Demo corpus: %d of %d embedded articles (%d chosen by BM25 for the %d questions, %d holding training "
+            "answers, %d spread over the rest)", len(chosen), len(articles), len(focus), len(questions),
+            len(taken) - len(focus), len(chosen) - len(taken),
+        )
+    return [articles[i] for i in chosen], [articles[i]["id"] for i in focus]
+
+
+def article_bm25(articles: list[dict]) -> Any:
+    """BM25 over whole `articles` (`block_id` = position in the list), or `None` without bm25s; the demo chooses its
+    corpus and its training questions' evidence with it (and `benchmarks/bench_demo.py` its TriviaQA questions)."""
+    if importlib.util.find_spec("bm25s") is None:
+        logger.info("bm25s is not installed (pip install bm25s): the demo corpus is an even sample only")
+        return None
+    from ..index.bm25 import Bm25Retriever
+
+    return Bm25Retriever([{"block_id": i, "title": a["title"], "text": a["text"]} for i, a in enumerate(articles)])
+
+
+def _bm25_focus(articles: list[dict], questions: list[str], per_question: int, limit: int, bm25: Any = None) -> list[int]:
+    """Positions of the BM25 top articles of each question, best first, at most `limit` (none without bm25s)."""
+    bm25 = bm25 or article_bm25(articles)
+    if bm25 is None:
+        return []
+    ranked = bm25.search_text(questions, k=per_question).T.reshape(-1).tolist()  # round robin over the questions
+    return list(dict.fromkeys(ranked))[:limit]
+
+
+def write_jsonl(path: str, rows: list[dict]) -> None:
+    """Write `rows` as JSON lines to `path` (its folder made), atomically: a killed run leaves no half-written file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = path + ".partial"
+    with open(partial, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(partial, path)
+
+
+def prepare_demo_data(
+    corpus_file: str, qa_file: str, questions: list[str], settings: DemoSettings, evaluation: list[dict] | None = None,
+    reading_file: str | None = None,
+) -> None:
+    r"""
+    Write the demo corpus to `corpus_file` (JSONL articles, see [`select_demo_articles`]), the Open-QA training
+    questions to `qa_file` and, with `reading_file` (and spaCy), the wh-cloze reading questions made from the corpus
+    ([`demo_reading_questions`]) to it.
+
+    With `settings.train_qa` (the shared QA sets), the training questions are real questions whose answers occur in
+    their BM25 top articles ([`shared_qa_training_questions`]; the evaluation questions and their answers left out),
+    and those articles join the corpus. Without, one [`title_probe`] question per article, answered by its title,
+    leaving out the articles BM25 chose for `questions`, so the demo's answers are not read off a near-copy seen in
+    training.
+    """
+    embedded = load_corpus_articles("embedded", None).to_list()
+    bm25 = article_bm25(embedded)
+    evaluation = evaluation or []
+    focus_questions = list(dict.fromkeys([*questions, *(row["question"] for row in evaluation)]))
+    training: list[dict] = []
+    if settings.train_qa and bm25 is not None:
+        training = shared_qa_training_questions(
+            embedded, bm25, settings.train_qa, evaluation or [{"question": q, "answers": []} for q in questions],
+            limit=settings.train_questions,
+        )
+    position = {article["id"]: i for i, article in enumerate(embedded)}
+    articles, focus_ids = select_demo_articles(
+        focus_questions, settings.max_articles, required=[position[row["article_id"]] for row in training],
+        articles=embedded, bm25=bm25, seed=settings.seed,
+    )
+    in_corpus = {article["id"] for article in articles}
+    examples = [row for row in training if row["article_id"] in in_corpus]
+    if not settings.train_qa or bm25 is None:
+        examples = title_probe_examples(articles, exclude_ids=focus_ids)
+    if not examples:
+        raise ValueError(
+            f"No training question could be made from the {len(articles)} demo articles; raise --max-articles."
+        )
+    write_jsonl(corpus_file, [{"id": a["id"], "title": a["title"], "text": a["text"]} for a in articles])
+    write_jsonl(qa_file, examples)
+    logger.info("Wrote %d training questions over %d articles to %s", len(examples), len(articles), qa_file)
+    if reading_file:
+        exclude = evaluation or [{"question": q, "answers": []} for q in questions]
+        limit = settings.reading_questions
+        write_jsonl(reading_file, demo_reading_questions(articles, exclude, limit=limit, seed=settings.seed))

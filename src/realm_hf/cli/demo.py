@@ -1,0 +1,222 @@
+"""`realm-hf demo`: the knowledge demo (`realm_hf.demo.knowledge`, the default recipe) or the Wikipedia Open-QA demo
+(`realm_hf.demo.wikipedia_qa`); its options are checked here, per recipe, before any model is loaded."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Callable
+
+from ..demo.defaults import (
+    DEMO_ENTITIES, DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_INIT, DEMO_PRETRAIN_ARTICLES,
+    DEMO_PRETRAIN_STEPS, DEMO_QUESTIONS_FILE, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES,
+    DEMO_READING_STEPS, DEMO_READING_WEIGHT, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_STEPS,
+    DEMO_TRAIN_QUESTIONS, KNOWLEDGE_INITS, SHARED_QA_DIR,
+)
+from ..validation import UsageError, check_positive, check_texts
+
+DEMO_RECIPES = ("knowledge", "wikipedia-qa")
+DEMO_OUTPUTS = {"knowledge": "outputs/demo", "wikipedia-qa": "outputs/demo-wikipedia-qa"}
+
+logger = logging.getLogger(__name__)
+
+
+def add_parser(subparsers) -> None:
+    """The `demo` subcommand and its options (each recipe's in a group of its own)."""
+    parser = subparsers.add_parser(
+        "demo",
+        help="Watch REALM's retriever learn from the masked-LM signal (about 5 minutes on a CPU), or the longer "
+        "Wikipedia Open-QA demo (--recipe wikipedia-qa).",
+        description="--recipe knowledge (default): REALM pre-training of all-MiniLM-L6-v2 on a synthetic knowledge "
+        "corpus (fictional people, one document each), twice: retriever trained by the masked-LM signal and retriever "
+        "frozen (the control). Prints how often each retrieves the right document and fills the blank of held-out "
+        "sentences (facts no pre-training sentence states, unseen wordings) before and after, then answers a few with "
+        "the document read and the evidence. --recipe wikipedia-qa: pre-train briefly on the embedded Wikipedia lead "
+        "sections, teach the reader to read on wh-cloze questions, fine-tune it for Open-QA, and answer questions "
+        "with their source block (tens of minutes). Finished stages in --output are reused.",
+    )
+    parser.add_argument("--recipe", choices=DEMO_RECIPES, default="knowledge", help="Which demo (default: %(default)s).")
+    parser.add_argument(
+        "--output", default=None,
+        help="Where the data, the models and the indexes go (default: "
+        + ", ".join(f"{path} for {recipe}" for recipe, path in DEMO_OUTPUTS.items()) + ").",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEMO_SEED,
+        help="Seed of the data: the knowledge task's people and facts, or the Wikipedia sample (default: %(default)s).",
+    )
+    knowledge = parser.add_argument_group("--recipe knowledge")
+    knowledge.add_argument(
+        "--init", choices=KNOWLEDGE_INITS, default=None,
+        help="Initialization: minilm-cls (all-MiniLM-L6-v2 with REALM's [CLS] pooling and a fresh 128-d projection), "
+        f"minilm (mean pooling) or tiny (random 2-layer BERTs with an ICT warm start) (default: {DEMO_INIT}).",
+    )
+    knowledge.add_argument("--entities", type=int, default=None, help=f"Fictional people, hence documents (default: {DEMO_ENTITIES}).")
+    knowledge.add_argument("--steps", type=int, default=None, help=f"REALM pre-training steps of each run (default: {DEMO_STEPS}).")
+    knowledge.add_argument("--warmup-steps", type=int, default=None, help="Reading warm-up steps (default: the init's recipe).")
+    knowledge.add_argument("--eval-every", type=int, default=None, help="Held-out evaluation every N REALM steps too (default: before the first and after the last only).")
+    parser.add_argument("--tiny-models", action="store_true", help=argparse.SUPPRESS)  # tests: tiny random models, seconds
+    demo, parser = parser, parser.add_argument_group("--recipe wikipedia-qa")  # the options below are its own
+    parser.add_argument("--question", action="append", default=None, help="A question to ask (repeatable; default: 4 demo questions).")
+    parser.add_argument(
+        "--max-articles", type=int, default=None,
+        help=f"Articles of the knowledge corpus (default: {DEMO_INDEX_ARTICLES:,}, with --retrieval-only too).",
+    )
+    parser.add_argument("--pretrain-articles", type=int, default=DEMO_PRETRAIN_ARTICLES, help="Articles pre-trained on (default: %(default)s).")
+    parser.add_argument("--pretrain-steps", type=int, default=DEMO_PRETRAIN_STEPS, help="REALM pre-training steps (default: %(default)s).")
+    parser.add_argument(
+        "--reading-steps", type=int, default=DEMO_READING_STEPS,
+        help="Reading steps after pre-training: wh-cloze questions made from the corpus ('london stands on which river "
+        "in southeast england'), each read with its source block (needs spaCy) (default: %(default)s; 0: none).",
+    )
+    parser.add_argument(
+        "--reading-negatives", type=int, default=DEMO_READING_NEGATIVES,
+        help="Blocks without the answer read beside each reading question's source block, so that the reader learns "
+        "which block answers (default: %(default)s).",
+    )
+    parser.add_argument(
+        "--reading-passes", type=int, default=DEMO_READING_PASSES,
+        help="Times each reading question is read; the stage makes reading-steps x 4 / passes of them (default: "
+        "%(default)s).",
+    )
+    parser.add_argument(
+        "--reader-warmup-steps", type=int, default=DEMO_READER_WARMUP_STEPS,
+        help="Open-QA reader warm-up steps before fine-tuning: each training question read with its evidence block "
+        "only (default: %(default)s; 0: none).",
+    )
+    parser.add_argument("--finetune-steps", type=int, default=DEMO_FINETUNE_STEPS, help="Open-QA fine-tuning steps after the warm-up (default: %(default)s).")
+    parser.add_argument(
+        "--rehearsal-questions", type=int, default=DEMO_REHEARSAL_QUESTIONS,
+        help="Reading questions mixed into fine-tuning and read as in the reading stage (source block and hard "
+        "negatives), so that fine-tuning keeps which block the reading stage taught the reader to choose; give "
+        "--finetune-steps room for them (default: %(default)s; 0: none).",
+    )
+    parser.add_argument(
+        "--finetune-runs", type=int, default=DEMO_FINETUNE_RUNS,
+        help="Fine-tunings, each reading the questions in another order; the demo answers with their weight "
+        "average, a model soup (default: %(default)s).",
+    )
+    parser.add_argument(
+        "--reading-weight", type=float, default=DEMO_READING_WEIGHT,
+        help="Weight of the reading stage's model in the model that answers, the weight average of it and the "
+        "fine-tuning(s) (WiSE-FT): keeps part of what fine-tuning overwrites (default: %(default)s; 0: the "
+        "fine-tuned model alone).",
+    )
+    parser.add_argument(
+        "--train-retriever", action="store_true",
+        help="Fine-tune the query tower too, as REALM's Open-QA does (default: off: on the demo's ~1,400 training "
+        "questions it learns answer types rather than questions; see docs/experiments.md).",
+    )
+    parser.add_argument(
+        "--span-normalization", choices=("global", "block"), default=DEMO_SPAN_NORMALIZATION,
+        help="The reader's span probabilities: 'global', one softmax over all spans of the retrieved blocks plus "
+        "their retrieval scores (ORQA), or 'block', a softmax per block weighted by the retriever (the REALM paper) "
+        "(default: %(default)s).",
+    )
+    parser.add_argument(
+        "--train-qa", default="auto",
+        help="Folder of the shared QA sets to fine-tune on (WebQuestions train, NQ-open dev, CuratedTrec train; "
+        "questions answerable from the corpus, the demo questions and their answers left out); 'auto': ../shared/data/qa when it exists; "
+        "'titles': questions made from the corpus itself (title probes) (default: %(default)s).",
+    )
+    parser.add_argument("--train-questions", type=int, default=DEMO_TRAIN_QUESTIONS, help="Training questions taken from --train-qa at most (default: %(default)s).")
+    parser.add_argument(
+        "--questions-file", default="auto",
+        help="JSONL of evaluation questions with answers (split 'default': asked and shown; 'held-out': asked and "
+        "scored); 'auto': examples/demo_questions.jsonl of the source checkout when it exists; 'none' (default: %(default)s).",
+    )
+    parser.add_argument("--retrieval-only", action="store_true", help="Only index with MiniLM and show the top blocks (no training, no answer).")
+    parser.add_argument("-k", "--top-k", type=int, default=3, help="Blocks shown per question with --retrieval-only.")
+    parser.add_argument("--batch-size", type=int, default=64, help="Blocks per forward pass when indexing with --retrieval-only.")
+    # which options belong to which recipe, so that an option given to the other recipe is refused, not ignored
+    demo.set_defaults(
+        knowledge_options=[action.dest for action in knowledge._group_actions],
+        wikipedia_qa_defaults={action.dest: action.default for action in parser._group_actions},
+    )
+
+
+def _auto_path(value: str, option: str, auto: str, off: str, exists: Callable[[str], bool], what: str) -> str | None:
+    """An absolute path from a demo option taking a path, `'auto'` (`auto` when it exists, else `None`) or `off` (`None`)."""
+    if value == off:
+        return None
+    if value == "auto":
+        return os.path.abspath(auto) if exists(auto) else None
+    if not exists(value):
+        raise UsageError(f"{option} {value!r} does not exist; pass {what}, 'auto' or {off!r}.")
+    return os.path.abspath(value)
+
+
+def _demo_train_qa(value: str) -> str | None:
+    """The demo's `--train-qa` folder; when 'auto' finds no shared QA sets, a warning says what the demo falls back to."""
+    train_qa = _auto_path(value, "--train-qa", SHARED_QA_DIR, "titles", os.path.isdir, "the folder of the shared QA sets")
+    if value == "auto" and train_qa is None:  # title probes teach the reader much less: say so
+        logger.warning(
+            "No shared QA sets at %s (from %s): fine-tuning on title probes made from the corpus, which answer far "
+            "fewer questions. Run from a checkout next to shared/, or pass --train-qa <folder of the QA sets>.",
+            SHARED_QA_DIR, os.getcwd(),
+        )
+    return train_qa
+
+
+# tests: the tiny init at test size (seconds)
+TINY_KNOWLEDGE_RECIPE = {
+    "ict_steps": 2, "ict_batch_size": 8, "reading_warmup_batch_size": 8, "batch_size": 4,
+    "random_bert": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    """`realm-hf demo`: check the arguments, then the knowledge demo, or the Wikipedia Open-QA demo (its
+    retrieval-only fast path or the whole of it)."""
+    given = {
+        "knowledge": [name for name in args.knowledge_options if getattr(args, name) is not None],
+        "wikipedia-qa": [name for name, default in args.wikipedia_qa_defaults.items() if getattr(args, name) != default],
+    }
+    for recipe, options in given.items():
+        if options and args.recipe != recipe:
+            flags = ", ".join("--" + name.replace("_", "-") for name in options)
+            raise UsageError(f"{flags} belong to --recipe {recipe}, not {args.recipe}: add --recipe {recipe}, or drop them.")
+    output = args.output or DEMO_OUTPUTS[args.recipe]
+    if args.recipe == "knowledge":
+        from ..demo import KnowledgeDemoSettings, run_knowledge_demo
+
+        for name in ("entities", "steps", "eval_every"):
+            check_positive(getattr(args, name), "--" + name.replace("_", "-"))
+        if args.warmup_steps is not None and args.warmup_steps < 0:
+            raise UsageError(f"--warmup-steps must be at least 0, got {args.warmup_steps}.")
+        tiny = {"init": "tiny", "steps": 4, "reading_steps": 4, "eval_every": 2, "overrides": TINY_KNOWLEDGE_RECIPE} if args.tiny_models else {}
+        requested = {"init": args.init, "num_entities": args.entities, "steps": args.steps,
+                     "reading_steps": args.warmup_steps, "eval_every": args.eval_every}
+        settings = KnowledgeDemoSettings(
+            seed=args.seed, **{**tiny, **{name: value for name, value in requested.items() if value is not None}}
+        )
+        run_knowledge_demo(output, settings)
+        return 0
+    from ..demo.wikipedia_qa import run_demo, run_retrieval_demo
+    from ..demo.wikipedia_qa_stages import DemoSettings
+
+    if args.question is not None:
+        args.question = check_texts(args.question, "question", 'realm-hf demo --question "who wrote hamlet"')
+    if args.retrieval_only:
+        check_positive(args.max_articles, "--max-articles")
+        check_positive(args.top_k, "--top-k")
+        check_positive(args.batch_size, "--batch-size")
+        run_retrieval_demo(
+            max_articles=args.max_articles, output=os.path.join(output, "minilm-index"), questions=args.question,
+            top_k=args.top_k, batch_size=args.batch_size,
+        )
+        return 0
+    train_qa = _demo_train_qa(args.train_qa)
+    questions_file = _auto_path(args.questions_file, "--questions-file", str(DEMO_QUESTIONS_FILE), "none", os.path.isfile, "a JSONL file")
+    settings = DemoSettings(
+        max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
+        pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps, reading_steps=args.reading_steps,
+        reading_negatives=args.reading_negatives, reading_passes=args.reading_passes,
+        reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps,
+        rehearsal_questions=args.rehearsal_questions, finetune_runs=args.finetune_runs,
+        reading_weight=args.reading_weight, tiny_models=args.tiny_models,
+        train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
+        train_retriever=args.train_retriever, span_normalization=args.span_normalization, seed=args.seed,
+    )
+    return run_demo(output, questions=args.question, settings=settings)
