@@ -114,8 +114,12 @@ def test_the_demo_answers_with_the_average_of_its_fine_tuning_runs_and_reading_m
         else:
             expected = (runs[0][name] + runs[1][name]) / 2
         torch.testing.assert_close(tensor, expected, msg=name)
-    manifest = (openqa / "final" / "index" / "manifest.json").read_text()
-    assert manifest == (openqa / "run-0" / "final" / "index" / "manifest.json").read_text()
+    # the index they share: built by the same document tower, the same vectors (each stage saves its own copy of the
+    # blocks, so the checksums of the block files may differ)
+    soup, run = (json.loads((directory / "index" / "manifest.json").read_text())
+                 for directory in (openqa / "final", openqa / "run-0" / "final"))
+    assert soup["fingerprint"] == run["fingerprint"] and soup["num_blocks"] == run["num_blocks"]
+    assert soup["checksums"]["embeddings.npy"] == run["checksums"]["embeddings.npy"]
 
 
 def test_the_demo_shows_its_own_bars_only(demo_run):
