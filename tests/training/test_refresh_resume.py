@@ -29,7 +29,7 @@ pytest.importorskip("faiss")
 from refresh_resume_helper import make_pretrainer  # noqa: E402
 
 from realm_hf.index import RealmIndex  # noqa: E402
-from realm_hf.index.refresh import run_build_job  # noqa: E402
+from realm_hf.index.refresh_job import run_build_job  # noqa: E402
 from realm_hf.training.index_builder import build_index_from_snapshot  # noqa: E402
 
 

@@ -17,7 +17,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "manifest": ["IndexManifest", "fingerprint_module", "fingerprint_state_dict"],
         "mips": ["RealmIndex"],
         "pacing": ["BuildPacer"],
-        "refresh": ["IndexRefresher", "RefreshSchedule"],
+        "refresh": ["IndexRefresher"],
+        "refresh_schedule": ["RefreshSchedule"],
         "sharded": ["ShardedRealmIndex"],
     },
 )

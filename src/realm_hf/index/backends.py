@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..utils.quiet import quiet_faiss_loader
 from .compressed import COMPRESSED, DEFAULT_NPROBE, DEFAULT_RERANK, MipsToL2, compressed_faiss_index
+from .faiss_loader import import_faiss
 from .pacing import pause_point
 
 
@@ -27,19 +27,6 @@ TORCH_EXACT = "torch-exact"
 FAISS_FILE = "index.faiss"
 _ADD_CHUNK = 65_536
 _WARNED_NO_FAISS_GPU: set[str] = set()  # devices already told that faiss searches on the CPU
-
-
-def import_faiss() -> Any:
-    """Import faiss lazily, naming the extra that installs it when missing."""
-    quiet_faiss_loader()  # its INFO lines name every instruction-set build it tries, failures included
-    try:
-        import faiss
-    except ImportError as err:
-        raise ImportError(
-            "faiss is needed for faiss index types (Flat, HNSW32, IVF...,PQ..., SQfp16). Install it with "
-            "`pip install 'realm_hf[faiss-cpu]'` (or `realm_hf[faiss-gpu]`), or use index_type='torch-exact'."
-        ) from err
-    return faiss
 
 
 def _as_device(device: str | torch.device | None) -> torch.device:

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .faiss_loader import import_faiss
+
 
 logger = logging.getLogger(__name__)
 
@@ -119,8 +121,6 @@ def compressed_faiss_index(dim: int, num_vectors: int) -> Any:
         dim (`int`): Embedding dimension `D`.
         num_vectors (`int`): Corpus size, which sets the number of inverted lists.
     """
-    from .backends import import_faiss
-
     faiss = import_faiss()
     if num_vectors < MIN_BLOCKS:
         raise ValueError(

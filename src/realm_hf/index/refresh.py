@@ -1,28 +1,30 @@
-"""Asynchronous index refresh (REALM's trainer / index-builder pair) and the schedule that triggers it.
+"""Asynchronous index refresh, the trainer's side: [`IndexRefresher`] (REALM's trainer / index-builder pair).
 
 Protocol: the trainer hands a snapshot of the document tower to a background builder (a `spawn`ed process by
-default, or a thread); the builder re-embeds the corpus, writes the new index to a fresh directory
-`<root>/index-<step>` (atomically) and then points `<root>/LATEST` at it (atomically); between steps the trainer
-polls with [`IndexRefresher.maybe_swap`] and swaps the new index in. A crashed builder never touches the index in
-use: the trainer keeps it and a warning is logged; a builder killed by a signal (kill -9, the OOM killer) is restarted
-at once from the same snapshot (a bounded number of times), any other failure waits for the next request. A
+default, or a thread); the builder (`index.refresh_job`) re-embeds the corpus, writes the new index to a fresh
+directory `<root>/index-<step>` (atomically) and then points `<root>/LATEST` at it (atomically); between steps the
+trainer polls with [`IndexRefresher.maybe_swap`] and swaps the new index in. A crashed builder never touches the index
+in use: the trainer keeps it and a warning is logged; a builder killed by a signal (kill -9, the OOM killer) is
+restarted at once from the same snapshot (a bounded number of times), any other failure waits for the next request. A
 published index that does not load (damaged faiss file, checksum or fingerprint mismatch) is rejected with a warning
 and the old one kept. In thread mode the build can be paced (`time_share`): it then runs on the trainer's own thread (a
 greenlet), only between the trainer's steps, for a fixed share of the trainer's time (`index.pacing`), instead of
-competing with it for the cores.
+competing with it for the cores. When to refresh: `index.refresh_schedule`.
 
 No pickle of tensors: the snapshot travels as a safetensors file, the builder as an import path string
 (`"package.module:function"`), its arguments as JSON.
+
+Why this module is long: it is one class, a state machine over the builds (running, pending, finished but not swapped
+in, recorded in a checkpoint) whose methods all keep the same invariants on that private state; the schedule and the
+builder's side live in modules of their own, and splitting the class would spread one protocol over several files.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -32,175 +34,20 @@ from typing import Any
 
 import torch
 import torch.multiprocessing
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from .atomic import write_json_atomic
 from .manifest import fingerprint_state_dict
 from .mips import RealmIndex
 from .pacing import BuildCancelled, BuildPacer
-
+from .refresh_job import LATEST_NAME, builder_path, builder_process_main, run_build_job
+from .refresh_schedule import RefreshSchedule
 
 logger = logging.getLogger(__name__)
 
-LATEST_NAME = "LATEST"
-_SEGMENT = re.compile(r"^\s*(\d+)\s*-\s*(\d*)\s*:\s*(\d+)\s*$")
+__all__ = ["IndexRefresher"]
 
 
-class RefreshSchedule:
-    r"""
-    When to refresh the index, by training step.
-
-    Args:
-        spec (`str` or `int`): `"500"` (or `500`): every 500 steps (steps 500, 1000, ...). Atlas-style ranges
-            `"0-1000:100,1000-:500"`: every 100 steps in `[0, 1000)`, then every 500 steps from 1000 on (an empty
-            end is open). `"0"`, `""` or `"none"`: never. Step 0 never triggers a refresh (the initial index is
-            built before training).
-    """
-
-    def __init__(self, spec: str | int) -> None:
-        self.spec = str(spec).strip()
-        self.segments: list[tuple[int, int | None, int]] = []  # (start, stop or None, every)
-        if self.spec.lower() in ("", "0", "none", "never"):
-            return
-        if self.spec.isdigit():
-            self.segments = [(0, None, int(self.spec))]
-            return
-        for part in self.spec.split(","):
-            match = _SEGMENT.match(part)
-            if match is None or int(match.group(3)) <= 0:
-                raise ValueError(
-                    f"Cannot parse refresh schedule {self.spec!r} at {part!r}; use '500' or "
-                    "'0-1000:100,1000-:500' (start-end:every, with an empty end for 'onwards')."
-                )
-            start, stop = int(match.group(1)), (int(match.group(2)) if match.group(2) else None)
-            if stop is not None and stop <= start:
-                raise ValueError(f"Refresh schedule range {part!r} in {self.spec!r} ends before it starts.")
-            self.segments.append((start, stop, int(match.group(3))))
-        self.segments.sort()
-        for (_, stop, _), (next_start, _, _) in zip(self.segments, self.segments[1:]):
-            if stop is None or stop > next_start:
-                raise ValueError(f"Refresh schedule {self.spec!r} has overlapping ranges.")
-
-    def should_refresh(self, step: int) -> bool:
-        """Whether the index should be refreshed at `step`."""
-        if step <= 0:
-            return False
-        for start, stop, every in self.segments:
-            if start <= step and (stop is None or step < stop):
-                return (step - start) % every == 0
-        return False
-
-    def __repr__(self) -> str:
-        return f"RefreshSchedule({self.spec!r})"
-
-
-# ------------------------------------------------------------------------------------------ the builder side
-def builder_path(builder: Callable[..., RealmIndex] | str) -> str:
-    r"""
-    The import path `"module:qualname"` of a module-level builder function, checked to resolve back to it.
-
-    Raises:
-        `ValueError`: for lambdas, closures, bound methods and functions defined in `__main__` of a spawn-less run.
-    """
-    if isinstance(builder, str):
-        path = builder
-    else:
-        path = f"{getattr(builder, '__module__', '')}:{getattr(builder, '__qualname__', '')}"
-    try:
-        resolved = import_builder(path)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ValueError(
-            f"The index builder must be a module-level function importable by path, got {builder!r} ({err}). "
-            "Define it at the top level of a module (not a lambda, closure or method)."
-        ) from err
-    if not isinstance(builder, str) and resolved is not builder:
-        raise ValueError(f"{path} does not resolve to the builder {builder!r}; define it at module level.")
-    return path
-
-
-def import_builder(path: str) -> Callable[..., RealmIndex]:
-    """Import `"package.module:function"`."""
-    module_name, _, qualname = path.partition(":")
-    if not module_name or not qualname or "<" in qualname:
-        raise ValueError(f"{path!r} is not a 'module:function' path")
-    target: Any = importlib.import_module(module_name)
-    for attribute in qualname.split("."):
-        target = getattr(target, attribute)
-    return target
-
-
-def run_build_job(job: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor] | None = None) -> None:
-    r"""
-    Build one index from a document-tower snapshot and publish it; what the background builder runs.
-
-    Calls `builder(state_dict, step=step, **builder_kwargs)`, which returns a [`RealmIndex`], saves it atomically
-    to `<root>/index-<step>` and then atomically rewrites `<root>/LATEST` to point at it.
-
-    Args:
-        job (`Mapping`): JSON-able: `root`, `step`, `builder` (import path), `builder_kwargs`, `snapshot_time`,
-            and `snapshot` (the safetensors file) when `state_dict` is not given.
-        state_dict (`Mapping[str, torch.Tensor]`, *optional*): The snapshot itself (thread mode).
-    """
-    began = time.time()
-    if state_dict is None:
-        state_dict = load_file(job["snapshot"])
-    builder = import_builder(job["builder"])
-    index = builder(state_dict, step=job["step"], **job["builder_kwargs"])
-    if not isinstance(index, RealmIndex):
-        raise TypeError(f"The index builder {job['builder']} returned {type(index).__name__}, not a RealmIndex.")
-    if index.manifest.step is None:
-        index.manifest.step = job["step"]
-    if index.manifest.fingerprint is None:
-        index.manifest.fingerprint = fingerprint_state_dict(state_dict)
-    name = f"index-{job['step']}"
-    index.save_pretrained(os.path.join(job["root"], name))
-    build_seconds = time.time() - began
-    report = builder_report(index)
-    write_json_atomic(
-        os.path.join(job["root"], LATEST_NAME),
-        {
-            "step": job["step"],
-            "directory": name,
-            "snapshot_time": job["snapshot_time"],
-            "build_seconds": build_seconds,
-            "completed_time": time.time(),
-            "builder": report,
-        },
-    )
-    logger.info(
-        "Built index for snapshot step %d in %.1fs (on %s, %d threads, niceness %d)",
-        job["step"], build_seconds, report["device"], report["num_threads"], report["niceness"],
-    )
-
-
-def builder_report(index: RealmIndex | None = None) -> dict[str, Any]:
-    """What the builder ran with: the device its document tower embedded on (`index.build_info["device"]` when the
-    builder function records it, else `"cpu"`), torch's thread count, the process niceness and pid."""
-    info = dict(getattr(index, "build_info", None) or {})
-    return {
-        "device": str(info.get("device", "cpu")),
-        "num_threads": torch.get_num_threads(),
-        "niceness": os.nice(0) if hasattr(os, "nice") else 0,
-        "pid": os.getpid(),
-    }
-
-
-def _process_main(job_path: str, log_level: int, realm_hf_log_level: int) -> None:
-    """Entry point of the spawned builder process (a module-level function, as spawn requires). It logs as the
-    trainer does: `log_level` for the root logger, `realm_hf_log_level` for realm_hf's own (see `configure_logging`)."""
-    logging.basicConfig(level=log_level, format="%(asctime)s [index builder] %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("realm_hf").setLevel(realm_hf_log_level)
-    with open(job_path, encoding="utf-8") as f:
-        job = json.load(f)
-    if job.get("num_threads"):
-        torch.set_num_threads(int(job["num_threads"]))
-    if job.get("niceness"):
-        # lower the builder's priority, so that on shared cores the trainer gets the CPU whenever it wants it
-        os.nice(int(job["niceness"]))
-    run_build_job(job)
-
-
-# ------------------------------------------------------------------------------------------ the trainer side
 @dataclasses.dataclass
 class _Build:
     step: int
@@ -434,7 +281,7 @@ class IndexRefresher:
             write_json_atomic(job_path, job)
             context = torch.multiprocessing.get_context("spawn")
             build.worker = context.Process(
-                target=_process_main,
+                target=builder_process_main,
                 args=(job_path, logging.getLogger().getEffectiveLevel(), logging.getLogger("realm_hf").level),
                 daemon=True,
                 name=f"index-builder-{build.step}",
