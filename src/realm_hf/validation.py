@@ -123,10 +123,10 @@ def check_corpus(value: str, option: str = "--corpus") -> None:
 
 def check_qa_files(value: str, option: str) -> None:
     """Check that each comma-separated part of `value` (a file or glob, an optional `[start:stop]`) names a file."""
-    from .data.openqa import _resolve_qa_files
+    from .data.qa_examples import resolve_qa_files
 
     try:
-        _resolve_qa_files(value)
+        resolve_qa_files(value)
     except FileNotFoundError as error:
         raise UsageError(
             f"{option} {value!r}: {error} Pass JSONL files of {{\"question\", \"answers\"}} rows (comma-separated, "
@@ -153,8 +153,9 @@ def check_index_type(value: str, option: str = "--index-type") -> None:
     A string that parses but does not fit the embedding size (e.g. `PQ7` of 128 dimensions) is left to the build,
     which knows the size and names it.
     """
-    from .index.backends import TORCH_EXACT, import_faiss
+    from .index.backends import TORCH_EXACT
     from .index.compressed import COMPRESSED
+    from .index.faiss_loader import import_faiss
 
     if value == TORCH_EXACT:
         return
@@ -176,7 +177,7 @@ def check_index_type(value: str, option: str = "--index-type") -> None:
 
 def check_refresh_schedule(value: str, option: str = "--refresh_schedule") -> None:
     """Check that `value` parses as a [`RefreshSchedule`] (`"500"`, `"0-1000:100,1000-:500"`, `"0"`)."""
-    from .index.refresh import RefreshSchedule
+    from .index.refresh_schedule import RefreshSchedule
 
     try:
         RefreshSchedule(value)

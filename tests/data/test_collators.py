@@ -3,8 +3,9 @@ import re
 import pytest
 import torch
 
-from realm_hf.data.collators import IGNORE_INDEX, RealmPretrainingCollator
+from realm_hf.data.collators import RealmPretrainingCollator
 from realm_hf.data.masking import build_masked_dataset
+from realm_hf.modeling.knowledge_encoder import IGNORE_INDEX
 
 
 def _capitalized_words(texts):

@@ -5,13 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from realm_hf.data.masking import (
-    IGNORE_INDEX,
-    SalientSpanTagger,
-    TokenClassificationTagger,
-    build_masked_dataset,
-    find_date_spans,
-)
+from realm_hf.data.masking import build_masked_dataset
+from realm_hf.data.salient_spans import SalientSpanTagger, TokenClassificationTagger, find_date_spans
+from realm_hf.modeling.knowledge_encoder import IGNORE_INDEX
 
 
 @pytest.fixture(scope="module")

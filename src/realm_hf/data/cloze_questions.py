@@ -96,7 +96,7 @@ def wh_cloze_questions(
         `"text"`) with the source `title` and `article_id`, shuffled.
     """
     if tagger is None:
-        from .masking import SalientSpanTagger
+        from .salient_spans import SalientSpanTagger
 
         tagger = SalientSpanTagger(labels=tuple(WH_BY_LABEL)).entities
     sentences = [

@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
+from ..modeling.knowledge_encoder import IGNORE_INDEX
 
-__all__ = ["IGNORE_INDEX", "RETRIEVER_INPUT_NAMES", "RealmPretrainingCollator", "pad_sequences", "retriever_inputs"]
 
-IGNORE_INDEX = -100
+__all__ = ["RETRIEVER_INPUT_NAMES", "RealmPretrainingCollator", "pad_sequences", "retriever_inputs"]
 
 RETRIEVER_INPUT_NAMES = (
     "query_input_ids",

@@ -17,6 +17,8 @@ from .common import (
 from .outputs import RealmKnowledgeEncoderOutput
 
 IGNORE_INDEX = -100
+"""The label of a position that is not predicted (`labels`), as in `torch.nn.CrossEntropyLoss`; the data collators
+and the masking pass write it."""
 
 
 def marginalize_over_candidates(
