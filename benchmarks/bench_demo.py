@@ -25,10 +25,10 @@ import os
 import random
 import time
 
+from realm_hf.corpus import load_corpus_articles
 from realm_hf.demo.defaults import DEMO_QUESTIONS_FILE, SHARED_QA_DIR
 from realm_hf.demo.wikipedia_qa_data import article_bm25, find_answer_articles, load_demo_questions
 from realm_hf.metrics import exact_match
-from realm_hf.training.pretrain import load_corpus_articles
 
 logger = logging.getLogger("bench_demo")
 MAX_ANSWER_CHARS = 40

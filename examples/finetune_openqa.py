@@ -10,7 +10,7 @@ From a REALM pre-training run, over a corpus of your choice:
 
 The model, its tokenizer and its index land in `<output_dir>/final` (`config.index_repo_id = "index"`: the index is
 the folder `final/index`); evaluate it with `examples/evaluate_openqa.py --model <output_dir>/final`. Any argument of
-`realm_hf.training.arguments` or `realm_hf.training.openqa.OpenQaArguments` can be given on the command line, after
+`realm_hf.training.arguments` (`OpenQaArguments` included) can be given on the command line, after
 or instead of `--config`. The same job as `realm-hf finetune ...` (or `accelerate launch -m realm_hf.cli finetune ...`):
 see `realm_hf.training.entry_points.main_finetune`.
 """

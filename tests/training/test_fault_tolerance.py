@@ -77,10 +77,10 @@ pytest.importorskip("faiss")
 def no_dropout(monkeypatch):
     # a resumed run draws dropout masks from a global RNG stream that the DataLoader's iterator creation shifts
     # (see test_pretrainer.py); the index version and the data order are what these tests pin down
-    from realm_hf.training import pretrain
+    from realm_hf.training import models
 
     monkeypatch.setattr(
-        pretrain, "TINY_BERT", dict(pretrain.TINY_BERT, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        models, "TINY_BERT", dict(models.TINY_BERT, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     )
 
 

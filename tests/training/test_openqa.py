@@ -23,7 +23,8 @@ from realm_hf.hub import load_eval_results
 from realm_hf.index import RealmIndex
 from realm_hf.index.manifest import fingerprint_module
 from realm_hf.training import CorpusArguments, LoopArguments, ModelArguments
-from realm_hf.training.openqa import OpenQaArguments, OpenQaTrainer, load_open_qa_model, untie_retriever_towers
+from realm_hf.training.models import load_open_qa_model, untie_retriever_towers
+from realm_hf.training.openqa import OpenQaArguments, OpenQaTrainer
 
 
 @pytest.fixture

@@ -110,9 +110,9 @@ def test_trivial_candidate_is_excluded_and_null_document_comes_first(tmp_path):
 def test_resume_continues_at_the_same_step_with_the_same_data(tmp_path, monkeypatch):
     # Dropout off: a resumed run draws its dropout masks from a global RNG stream that the DataLoader's iterator
     # creation shifts (see the issue note); data order, weights, optimizer and index are what this test pins down.
-    from realm_hf.training import pretrain
+    from realm_hf.training import models
 
-    monkeypatch.setattr(pretrain, "TINY_BERT", dict(pretrain.TINY_BERT, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    monkeypatch.setattr(models, "TINY_BERT", dict(models.TINY_BERT, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
     full = make_trainer(tmp_path / "full", max_steps=6, refresh="0", save_steps=3, logging_steps=1)
     reference = {r["step"]: r["loss"] for r in full.train() if "loss" in r}
     resumed = make_trainer(
@@ -169,7 +169,7 @@ def test_held_out_evaluation_reports_reading_with_the_gold_block_apart_from_retr
     figures = trainer.evaluate_sentences(examples, fresh_index=False)
     assert figures["gold_top1"] == 0.0 and figures["gold_top3"] == 0.0 and figures["gold_prior_mass"] == 0.0
 
-    from realm_hf.training.pretrain import _masked_token_hits
+    from realm_hf.training.pretrain_evaluation import masked_token_hits
 
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     hits = tokens = 0
@@ -177,7 +177,7 @@ def test_held_out_evaluation_reports_reading_with_the_gold_block_apart_from_retr
         for start in range(0, len(sentences), trainer.args.per_device_batch_size):
             chunk = list(sentences)[start : start + trainer.args.per_device_batch_size]
             batch, _ = trainer.retrieve_and_collate(chunk, include_source_block=True)
-            correct, _, count = _masked_token_hits(model(batch, score_candidates=False), batch["labels"], None)
+            correct, _, count = masked_token_hits(model(batch, score_candidates=False), batch["labels"], None)
             hits, tokens = hits + correct, tokens + count
     assert tokens > 0
     assert figures["mlm_accuracy_gold_document"] == pytest.approx(100.0 * hits / tokens)
@@ -275,7 +275,7 @@ def test_utility_gate_without_the_null_document_is_refused(tmp_path):
 @pytest.mark.parametrize("random_init", [True, False])
 def test_projection_size_zero_keeps_berts_own_space(random_init):
     """`--projection_size 0` means no projection (as in Open-QA fine-tuning), for random and BERT-initialized towers."""
-    from realm_hf.training.pretrain import load_models
+    from realm_hf.training.models import load_models
 
     model = ModelArguments(random_init=random_init, retriever="minilm", encoder="minilm", pooling="mean", projection_size=0)
     corpus = CorpusArguments(corpus="embedded", block_length=64, query_max_length=32, joined_max_length=96)

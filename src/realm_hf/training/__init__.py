@@ -14,6 +14,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "IctArguments",
             "LoopArguments",
             "ModelArguments",
+            "OpenQaArguments",
             "PretrainingArguments",
             "parse_arguments",
         ],

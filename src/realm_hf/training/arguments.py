@@ -216,6 +216,93 @@ class IctArguments:
     temperature: float = field(default=1.0, metadata={"help": "Scores are divided by this before the softmax."})
 
 
+@dataclass
+class OpenQaArguments:
+    """Open-QA fine-tuning specifics (with `LoopArguments`, `ModelArguments` and `CorpusArguments`)."""
+
+    train_file: str = field(metadata={"help": "QA JSONL file(s) to fine-tune on (comma-separated or a glob)."})
+    eval_file: str | None = field(default=None, metadata={"help": "QA JSONL file(s) for exact match / Recall@k."})
+    max_train_questions: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
+    eval_skip_questions: int = field(
+        default=0, metadata={"help": "Skip the first N questions of eval_file (e.g. those trained on)."}
+    )
+    max_eval_questions: int | None = field(default=500, metadata={"help": "Evaluate on at most N questions."})
+    eval_batch_size: int = field(default=16, metadata={"help": "Questions per forward pass in evaluation."})
+    top_k: int = field(default=5, metadata={"help": "Blocks retrieved and read per question."})
+    model: str | None = field(
+        default=None,
+        metadata={
+            "help": "A RealmForOpenQA dir, a pre-training output dir (retriever/ + encoder/), or a BERT / 'minilm' "
+            "for both parts. Empty: the retriever from --retriever and the reader's BERT from --encoder."
+        },
+    )
+    index_dir: str | None = field(
+        default=None,
+        metadata={"help": "An existing index built by the retriever's document tower. Empty: the model's own index "
+                  "(a RealmForOpenQA dir), else one built over --corpus into <output_dir>/index."},
+    )
+    check_index_fingerprint: bool = field(
+        default=True, metadata={"help": "Refuse an index built by other document-tower weights."}
+    )
+    untie_towers: bool = field(
+        default=True,
+        metadata={"help": "With shared towers, fine-tune a copy as the query tower and keep the original (the one "
+                  "that built the index) as the frozen document tower, so the saved model matches its index."},
+    )
+    normalize_embeddings: bool = field(
+        default=False,
+        metadata={"help": "L2-normalize embeddings of a retriever built from a plain BERT (all-MiniLM's geometry: "
+                  "with --pooling mean --projection_size 0)."},
+    )
+    similarity_scale: float = field(
+        default=1.0,
+        metadata={"help": "Relevance = this scale x inner product, for a retriever built from a plain BERT (20 for "
+                  "all-MiniLM-L6-v2 with --normalize_embeddings: its training softmax; with 1 the cosines make "
+                  "p(z|x) over the top-k nearly uniform). A saved REALM retriever keeps its own."},
+    )
+    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+    freeze_retriever: bool = field(
+        default=False,
+        metadata={"help": "Train the reader alone; the retriever stays as loaded. With few training questions the "
+                  "fine-tuned query tower learns the answer type rather than the question (the demo's 'which river "
+                  "flows through cairo' came to retrieve river articles, not Cairo's)."},
+    )
+    reader_warmup_steps: int = field(
+        default=0,
+        metadata={"help": "First N steps train the reader alone on each question's evidence block: the best-ranked "
+                  "of the top reader_warmup_depth blocks that holds an answer (the reading warm-up of pre-training, "
+                  "for spans; about top_k times cheaper per step)."},
+    )
+    reader_warmup_depth: int = field(
+        default=20, metadata={"help": "Retrieved blocks searched for each question's evidence block in the warm-up."}
+    )
+    reader_warmup_negatives: int = field(
+        default=0,
+        metadata={"help": "Hard negatives read beside each evidence block in the warm-up: the best-ranked of the top "
+                  "reader_warmup_depth blocks without an answer, weighted by p(z|x). With span_normalization "
+                  "'global' the reader learns to say which block answers, not only where in a given block (each "
+                  "costs one more read per question); with 'block' a negative adds no gradient. Unless the retriever is "
+                  "frozen, the query tower then learns in the warm-up too, from p(z|x) over these blocks."},
+    )
+    rehearsal_file: str | None = field(
+        default=None,
+        metadata={"help": "QA JSONL of reading questions (e.g. the demo's wh-cloze questions) mixed into the training "
+                  "questions after the warm-up: each is read as in the warm-up, with its evidence block and "
+                  "reader_warmup_negatives hard negatives, while the training questions are read with their top_k "
+                  "retrieved blocks. Rehearsal keeps what a reading stage taught the reader (which block answers) "
+                  "while it learns the real questions."},
+    )
+    max_rehearsal_questions: int | None = field(
+        default=None, metadata={"help": "A seeded sample of N questions of rehearsal_file (default: all of them)."}
+    )
+    span_normalization: str = field(
+        default="block",
+        metadata={"help": "A new reader's span probabilities: 'block' (a softmax per block, weighted by the "
+                  "retriever's p(z|x), the REALM paper) or 'global' (one softmax over all spans of all retrieved "
+                  "blocks plus their retrieval scores, ORQA). A loaded RealmReader / RealmForOpenQA keeps its own."},
+    )
+
+
 T = TypeVar("T")
 
 

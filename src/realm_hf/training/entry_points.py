@@ -28,7 +28,9 @@ from ..validation import (
     check_corpus, check_index_dir, check_index_type, check_model, check_qa_files, check_refresh_device,
     check_refresh_schedule,
 )
-from .arguments import CorpusArguments, IctArguments, LoopArguments, ModelArguments, PretrainingArguments, parse_arguments
+from .arguments import (
+    CorpusArguments, IctArguments, LoopArguments, ModelArguments, OpenQaArguments, PretrainingArguments, parse_arguments,
+)
 
 __all__ = ["ENTRY_POINTS", "main_evaluate", "main_finetune", "main_ict", "main_pretrain", "parse_command_line"]
 
@@ -216,7 +218,7 @@ def main_finetune(argv: Sequence[str] | None = None, prog: str | None = None) ->
     Returns:
         `list[dict]`: the logged history (the last record holds the final evaluation when an `eval_file` is given).
     """
-    from .openqa import OpenQaArguments, OpenQaTrainer
+    from .openqa import OpenQaTrainer
 
     loop, model, corpus, openqa = parse_command_line(
         (LoopArguments, ModelArguments, CorpusArguments, OpenQaArguments), argv, prog,

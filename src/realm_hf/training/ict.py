@@ -4,20 +4,19 @@ sentence removed 90% of the time) against the other blocks of the batch."""
 from __future__ import annotations
 
 import logging
-import os
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import AutoTokenizer
 
-from ..corpus import split_into_blocks
+from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.ict import IctCollator, build_ict_dataset
 from ..initial_weights import resolve_bert_path
 from ..modeling import RealmRetriever
 from .arguments import CorpusArguments, IctArguments, LoopArguments, ModelArguments
 from .loop import TrainingLoop, make_accelerator
-from .pretrain import load_corpus_articles, load_models
+from .models import load_models
 
 logger = logging.getLogger(__name__)
 

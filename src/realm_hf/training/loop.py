@@ -38,6 +38,11 @@ CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE = "trainer_state.json"
 
 
+def as_examples(batch: list[dict]) -> list[dict]:
+    """DataLoader collate_fn of the trainers: keep the examples as dicts (collation needs the retrieved blocks first)."""
+    return batch
+
+
 def complete_checkpoints(output_dir: str) -> list[str]:
     """The `checkpoint-<step>` directories of `output_dir` that hold a `trainer_state.json` (written last, so the
     checkpoint is whole), by increasing step. Incomplete ones (a save interrupted by an older realm_hf, or a directory

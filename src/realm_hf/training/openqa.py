@@ -13,122 +13,31 @@ import json
 import logging
 import os
 import random
-from dataclasses import dataclass, field
 
 import torch
 from transformers import AutoTokenizer
 
-from ..configuration import RealmForOpenQAConfig, RealmReaderConfig, RealmRetrieverConfig
-from ..corpus import split_into_blocks
+from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.openqa import OpenQaCollator, load_qa_examples, model_inputs
 from ..evaluation import evaluate_open_qa, resolve_index_directory, retrieve_and_collate, write_metrics_file
 from ..index import RealmIndex
 from ..index.manifest import MANIFEST_NAME, fingerprint_module
 from ..initial_weights import resolve_bert_path
-from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
-from ..modeling.retriever import load_bert_weights
-from .arguments import CorpusArguments, LoopArguments, ModelArguments
-from .loop import TrainingLoop, make_accelerator
+from ..modeling import RealmForOpenQA
+from .arguments import CorpusArguments, LoopArguments, ModelArguments, OpenQaArguments
+from .loop import TrainingLoop, as_examples, make_accelerator
+from .models import is_realm_dir, load_open_qa_model, open_qa_tokenizer_path, untie_retriever_towers
 from .precision import autocast_dtype, resolve_embed_dtype
-from .pretrain import TINY_BERT, _as_examples, _is_realm_dir, load_corpus_articles
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EVAL_RESULTS_NAME", "INDEX_SUBDIR", "OpenQaArguments", "OpenQaTrainer", "load_open_qa_model", "untie_retriever_towers"]
+__all__ = ["EVAL_RESULTS_NAME", "INDEX_SUBDIR", "OpenQaArguments", "OpenQaTrainer"]
 
 EVAL_RESULTS_NAME = "eval_results.json"
 """The trainer's latest evaluation (`realm_hf.evaluation.write_metrics_file` format), for model cards."""
 
 INDEX_SUBDIR = "index"
 """Folder of a saved `RealmForOpenQA` that holds its index; `config.index_repo_id` is set to it (relative path)."""
-
-
-@dataclass
-class OpenQaArguments:
-    """Open-QA fine-tuning specifics (with `LoopArguments`, `ModelArguments` and `CorpusArguments`)."""
-
-    train_file: str = field(metadata={"help": "QA JSONL file(s) to fine-tune on (comma-separated or a glob)."})
-    eval_file: str | None = field(default=None, metadata={"help": "QA JSONL file(s) for exact match / Recall@k."})
-    max_train_questions: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
-    eval_skip_questions: int = field(
-        default=0, metadata={"help": "Skip the first N questions of eval_file (e.g. those trained on)."}
-    )
-    max_eval_questions: int | None = field(default=500, metadata={"help": "Evaluate on at most N questions."})
-    eval_batch_size: int = field(default=16, metadata={"help": "Questions per forward pass in evaluation."})
-    top_k: int = field(default=5, metadata={"help": "Blocks retrieved and read per question."})
-    model: str | None = field(
-        default=None,
-        metadata={
-            "help": "A RealmForOpenQA dir, a pre-training output dir (retriever/ + encoder/), or a BERT / 'minilm' "
-            "for both parts. Empty: the retriever from --retriever and the reader's BERT from --encoder."
-        },
-    )
-    index_dir: str | None = field(
-        default=None,
-        metadata={"help": "An existing index built by the retriever's document tower. Empty: the model's own index "
-                  "(a RealmForOpenQA dir), else one built over --corpus into <output_dir>/index."},
-    )
-    check_index_fingerprint: bool = field(
-        default=True, metadata={"help": "Refuse an index built by other document-tower weights."}
-    )
-    untie_towers: bool = field(
-        default=True,
-        metadata={"help": "With shared towers, fine-tune a copy as the query tower and keep the original (the one "
-                  "that built the index) as the frozen document tower, so the saved model matches its index."},
-    )
-    normalize_embeddings: bool = field(
-        default=False,
-        metadata={"help": "L2-normalize embeddings of a retriever built from a plain BERT (all-MiniLM's geometry: "
-                  "with --pooling mean --projection_size 0)."},
-    )
-    similarity_scale: float = field(
-        default=1.0,
-        metadata={"help": "Relevance = this scale x inner product, for a retriever built from a plain BERT (20 for "
-                  "all-MiniLM-L6-v2 with --normalize_embeddings: its training softmax; with 1 the cosines make "
-                  "p(z|x) over the top-k nearly uniform). A saved REALM retriever keeps its own."},
-    )
-    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
-    freeze_retriever: bool = field(
-        default=False,
-        metadata={"help": "Train the reader alone; the retriever stays as loaded. With few training questions the "
-                  "fine-tuned query tower learns the answer type rather than the question (the demo's 'which river "
-                  "flows through cairo' came to retrieve river articles, not Cairo's)."},
-    )
-    reader_warmup_steps: int = field(
-        default=0,
-        metadata={"help": "First N steps train the reader alone on each question's evidence block: the best-ranked "
-                  "of the top reader_warmup_depth blocks that holds an answer (the reading warm-up of pre-training, "
-                  "for spans; about top_k times cheaper per step)."},
-    )
-    reader_warmup_depth: int = field(
-        default=20, metadata={"help": "Retrieved blocks searched for each question's evidence block in the warm-up."}
-    )
-    reader_warmup_negatives: int = field(
-        default=0,
-        metadata={"help": "Hard negatives read beside each evidence block in the warm-up: the best-ranked of the top "
-                  "reader_warmup_depth blocks without an answer, weighted by p(z|x). With span_normalization "
-                  "'global' the reader learns to say which block answers, not only where in a given block (each "
-                  "costs one more read per question); with 'block' a negative adds no gradient. Unless the retriever is "
-                  "frozen, the query tower then learns in the warm-up too, from p(z|x) over these blocks."},
-    )
-    rehearsal_file: str | None = field(
-        default=None,
-        metadata={"help": "QA JSONL of reading questions (e.g. the demo's wh-cloze questions) mixed into the training "
-                  "questions after the warm-up: each is read as in the warm-up, with its evidence block and "
-                  "reader_warmup_negatives hard negatives, while the training questions are read with their top_k "
-                  "retrieved blocks. Rehearsal keeps what a reading stage taught the reader (which block answers) "
-                  "while it learns the real questions."},
-    )
-    max_rehearsal_questions: int | None = field(
-        default=None, metadata={"help": "A seeded sample of N questions of rehearsal_file (default: all of them)."}
-    )
-    span_normalization: str = field(
-        default="block",
-        metadata={"help": "A new reader's span probabilities: 'block' (a softmax per block, weighted by the "
-                  "retriever's p(z|x), the REALM paper) or 'global' (one softmax over all spans of all retrieved "
-                  "blocks plus their retrieval scores, ORQA). A loaded RealmReader / RealmForOpenQA keeps its own."},
-    )
-
 
 REHEARSAL_KEY = "rehearsal"
 """Key that marks a rehearsed reading question among the training examples (see `OpenQaArguments.rehearsal_file`)."""
@@ -150,143 +59,6 @@ def load_rehearsal_examples(path: str | None, max_questions: int | None, seed: i
     if max_questions is not None and max_questions < len(examples):
         examples = random.Random(seed).sample(examples, max_questions)
     return [{**example, REHEARSAL_KEY: True} for example in examples]
-
-
-# ----------------------------------------------------------------------------------------------- models
-def _has_tokenizer(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "vocab.txt"))
-
-
-def _is_pretraining_dir(path: str) -> bool:
-    return _is_realm_dir(os.path.join(path, "retriever"), "realm_retriever") and _is_realm_dir(
-        os.path.join(path, "encoder"), "realm_knowledge_encoder"
-    )
-
-
-def _reader_from_encoder(encoder: RealmKnowledgeEncoder, max_length: int, span_normalization: str) -> RealmReader:
-    """A reader whose BERT is the pre-trained knowledge-augmented encoder's (the MLM head is dropped)."""
-    reader = RealmReader(
-        RealmReaderConfig(
-            bert_config=encoder.config.bert_config.to_dict(), max_length=min(max_length, encoder.config.max_length),
-            span_normalization=span_normalization,
-        )
-    )
-    load_bert_weights(reader.bert, encoder.bert)
-    return reader
-
-
-def _load_retriever(
-    path: str, model_args: ModelArguments, corpus_args: CorpusArguments, openqa_args: OpenQaArguments
-) -> RealmRetriever:
-    if _is_realm_dir(path, "realm_retriever"):
-        return RealmRetriever.from_pretrained(path)
-    if _is_realm_dir(path, "realm_open_qa"):
-        return RealmForOpenQA.from_pretrained(path).retriever
-    return RealmRetriever.from_bert(
-        path, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
-        share_towers=model_args.share_towers, normalize_embeddings=openqa_args.normalize_embeddings,
-        similarity_scale=openqa_args.similarity_scale,
-        query_max_length=corpus_args.query_max_length, block_max_length=corpus_args.block_length,
-    )
-
-
-def _load_reader(path: str, corpus_args: CorpusArguments, span_normalization: str) -> RealmReader:
-    if _is_realm_dir(path, "realm_knowledge_encoder"):
-        return _reader_from_encoder(
-            RealmKnowledgeEncoder.from_pretrained(path), corpus_args.joined_max_length, span_normalization
-        )
-    if _is_realm_dir(path, "realm_reader"):
-        return RealmReader.from_pretrained(path)
-    return RealmReader.from_bert(
-        path, max_length=corpus_args.joined_max_length, span_normalization=span_normalization
-    )
-
-
-def load_open_qa_model(
-    openqa_args: OpenQaArguments, model_args: ModelArguments, corpus_args: CorpusArguments, vocab_size: int
-) -> RealmForOpenQA:
-    r"""
-    The model to fine-tune:
-
-    - `model_args.random_init`: tiny random retriever and reader (tests, smoke runs);
-    - `openqa_args.model` a `RealmForOpenQA` directory: as saved (its `top_k` replaced by `openqa_args.top_k`);
-    - `openqa_args.model` a pre-training output directory: `<dir>/retriever` and a reader whose BERT is
-      `<dir>/encoder`'s (the MLM head is dropped, the span scorer starts fresh);
-    - otherwise the retriever from `openqa_args.model or model_args.retriever` (a `RealmRetriever` dir or a BERT)
-      and the reader from `openqa_args.model or model_args.encoder` (a `RealmKnowledgeEncoder` / `RealmReader` dir
-      or a BERT). A retriever built from BERT takes `projection_size` (0 = none), `pooling` and `share_towers`.
-    """
-    if model_args.random_init:
-        bert = dict(TINY_BERT, vocab_size=vocab_size, max_position_embeddings=max(512, corpus_args.block_length))
-        config = RealmForOpenQAConfig(
-            retriever_config=RealmRetrieverConfig(
-                bert_config=bert, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
-                share_towers=model_args.share_towers, normalize_embeddings=openqa_args.normalize_embeddings,
-                similarity_scale=openqa_args.similarity_scale, query_max_length=corpus_args.query_max_length,
-                block_max_length=corpus_args.block_length,
-            ).to_dict(),
-            reader_config=RealmReaderConfig(
-                bert_config=bert, max_length=corpus_args.joined_max_length, span_hidden_size=64,
-                span_normalization=openqa_args.span_normalization,
-            ).to_dict(),
-            top_k=openqa_args.top_k,
-        )
-        return RealmForOpenQA(config)
-    source = resolve_bert_path(openqa_args.model) if openqa_args.model else None
-    if source is not None and _is_realm_dir(source, "realm_open_qa"):
-        model = RealmForOpenQA.from_pretrained(source)
-        model.config.top_k = openqa_args.top_k
-        return model
-    if source is not None and _is_pretraining_dir(source):
-        retriever = RealmRetriever.from_pretrained(os.path.join(source, "retriever"))
-        reader = _reader_from_encoder(
-            RealmKnowledgeEncoder.from_pretrained(os.path.join(source, "encoder")), corpus_args.joined_max_length,
-            openqa_args.span_normalization,
-        )
-    else:
-        retriever = _load_retriever(
-            source or resolve_bert_path(model_args.retriever), model_args, corpus_args, openqa_args
-        )
-        reader = _load_reader(
-            source or resolve_bert_path(model_args.encoder), corpus_args, openqa_args.span_normalization
-        )
-    return RealmForOpenQA.from_components(retriever, reader, top_k=openqa_args.top_k)
-
-
-def untie_retriever_towers(model: RealmForOpenQA) -> RealmForOpenQA:
-    r"""
-    Give a shared-tower retriever two towers with the same weights: the query tower (trained) and the document
-    tower (kept as is). Fine-tuning then leaves the tower that built the index untouched, so the saved model can
-    still embed new blocks for its index and its fingerprint still matches the index manifest.
-    """
-    old = model.retriever
-    if old.doc_embedder is not None:
-        return model
-    config = RealmRetrieverConfig.from_dict({**old.config.to_dict(), "share_towers": False})
-    new = RealmRetriever(config).to(device=next(old.parameters()).device, dtype=next(old.parameters()).dtype)
-    new.query_embedder.load_state_dict(old.query_embedder.state_dict())
-    new.doc_embedder.load_state_dict(old.query_embedder.state_dict())
-    if hasattr(old, "null_document_logit"):
-        new.null_document_logit.data.copy_(old.null_document_logit.data)
-    model.retriever = new
-    model.config.retriever_config = config
-    return model
-
-
-def _tokenizer_path(openqa_args: OpenQaArguments, model_args: ModelArguments) -> str:
-    candidates = []
-    if not model_args.random_init:
-        if openqa_args.model:
-            source = resolve_bert_path(openqa_args.model)
-            candidates += [source, os.path.join(source, "retriever"), os.path.join(source, "encoder")]
-        else:
-            candidates += [resolve_bert_path(model_args.retriever), resolve_bert_path(model_args.encoder)]
-    for path in candidates:
-        if os.path.isdir(path) and _has_tokenizer(path):
-            return path
-    if candidates and not os.path.isdir(candidates[0]):
-        return candidates[0]  # a Hub id
-    return resolve_bert_path("minilm")
 
 
 # ---------------------------------------------------------------------------------------------- trainer
@@ -330,7 +102,7 @@ class OpenQaTrainer(TrainingLoop):
         accelerator = make_accelerator(loop_args)
         corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
         self.corpus_args, self.openqa_args = corpus_args, openqa_args
-        self.tokenizer = AutoTokenizer.from_pretrained(_tokenizer_path(openqa_args, model_args))
+        self.tokenizer = AutoTokenizer.from_pretrained(open_qa_tokenizer_path(openqa_args, model_args))
         model = load_open_qa_model(openqa_args, model_args, corpus_args, len(self.tokenizer))
         if model.retriever.doc_embedder is None and openqa_args.untie_towers:
             model = untie_retriever_towers(model)
@@ -373,11 +145,11 @@ class OpenQaTrainer(TrainingLoop):
         generator = torch.Generator().manual_seed(loop_args.seed)
         dataloader = torch.utils.data.DataLoader(
             self.train_examples + self.rehearsal_examples, batch_size=loop_args.per_device_batch_size, shuffle=True,
-            generator=generator, collate_fn=_as_examples, num_workers=loop_args.num_workers,
+            generator=generator, collate_fn=as_examples, num_workers=loop_args.num_workers,
         )
         self._source_model_dir = (
             resolve_bert_path(openqa_args.model)
-            if openqa_args.model and _is_realm_dir(resolve_bert_path(openqa_args.model), "realm_open_qa")
+            if openqa_args.model and is_realm_dir(resolve_bert_path(openqa_args.model), "realm_open_qa")
             else None
         )
         # the fingerprint of the tower that must have built the index, taken before any training step

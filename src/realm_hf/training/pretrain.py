@@ -5,40 +5,37 @@ stale) index, excluding the block a sentence came from when X = Z; add the null 
 with the fresh retriever (differentiable); run the knowledge-augmented encoder on the k joined sequences; minimize
 `-log Σ_z p(y|z,x) p(z|x)`. Between steps the trainer swaps in a refreshed index when the background builder has
 finished one.
+
+This module is the trainer: its step, the retriever's schedule (reading warm-up, freeze, utility gate) and its
+checkpoint state. The index over the run is `training.pretrain_index`, the held-out figures
+`training.pretrain_evaluation`, the models it starts from `training.models`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from collections import defaultdict
 
 import datasets
 import torch
-from accelerate.utils import broadcast_object_list
 from torch import nn
 from transformers import AutoTokenizer
 
-from ..configuration import RealmKnowledgeEncoderConfig, RealmRetrieverConfig
-from ..corpus import load_articles, split_into_blocks
+from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.collators import RealmPretrainingCollator, pad_sequences, retriever_inputs
 from ..data.masking import build_masked_dataset
-from ..index import IndexRefresher, RealmIndex, RefreshSchedule
-from ..index.manifest import fingerprint_module
-from ..initial_weights import resolve_bert_path
-from ..metrics import CorpusAnswerFinder, recall_at_k
+from ..index import RealmIndex
+from ..metrics import CorpusAnswerFinder
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
-from ..utils.quiet import quiet_checkpoint_io
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
-from .index_builder import build_index_from_snapshot, refresh_resources
-from .loop import TRAINER_STATE, TrainingLoop, complete_checkpoints, decay_parameter_groups, resolve_checkpoint
-from .precision import autocast_dtype, resolve_embed_dtype
+from .loop import TrainingLoop, as_examples, decay_parameter_groups
+from .models import load_models, pretraining_tokenizer_path
+from .precision import resolve_embed_dtype
+from .pretrain_evaluation import held_out_sentence_figures, zero_shot_recall
+from .pretrain_index import PretrainingIndexMixin
 from .retriever_learning import RetrieverLearningTracker
 
 logger = logging.getLogger(__name__)
-
-TINY_BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
 
 
 class RealmPretrainingModel(nn.Module):
@@ -75,67 +72,7 @@ class RealmPretrainingModel(nn.Module):
         self.encoder.save_pretrained(os.path.join(directory, "encoder"))
 
 
-def _as_examples(batch: list[dict]) -> list[dict]:
-    """DataLoader collate_fn: keep the examples as dicts (collation needs the retrieved blocks first)."""
-    return batch
-
-
-def load_models(model_args: ModelArguments, corpus_args: CorpusArguments, vocab_size: int, mask_token_id: int):
-    """The retriever and the encoder from saved REALM models, a BERT checkpoint, or tiny random configs."""
-    if model_args.random_init:
-        bert = dict(TINY_BERT, vocab_size=vocab_size, max_position_embeddings=max(512, corpus_args.block_length))
-        retriever = RealmRetriever(
-            RealmRetrieverConfig(
-                bert_config=bert, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
-                share_towers=model_args.share_towers, query_max_length=corpus_args.query_max_length,
-                block_max_length=corpus_args.block_length,
-            )
-        )
-        encoder = RealmKnowledgeEncoder(
-            RealmKnowledgeEncoderConfig(bert_config=bert, max_length=corpus_args.joined_max_length, mask_token_id=mask_token_id)
-        )
-        return retriever, encoder
-    retriever_path = resolve_bert_path(model_args.retriever)
-    if _is_realm_dir(retriever_path, "realm_retriever"):
-        retriever = RealmRetriever.from_pretrained(retriever_path)
-    else:
-        retriever = RealmRetriever.from_bert(
-            retriever_path, projection_size=model_args.projection_size or None, pooling=model_args.pooling,
-            share_towers=model_args.share_towers, query_max_length=corpus_args.query_max_length,
-            block_max_length=corpus_args.block_length,
-        )
-    encoder_path = resolve_bert_path(model_args.encoder)
-    if _is_realm_dir(encoder_path, "realm_knowledge_encoder"):
-        encoder = RealmKnowledgeEncoder.from_pretrained(encoder_path)
-    else:
-        encoder = RealmKnowledgeEncoder.from_bert(
-            encoder_path, max_length=corpus_args.joined_max_length, mask_token_id=mask_token_id
-        )
-    return retriever, encoder
-
-
-def _is_realm_dir(path: str, model_type: str) -> bool:
-    config = os.path.join(path, "config.json")
-    if not os.path.isfile(config):
-        return False
-    with open(config, encoding="utf-8") as f:
-        return json.load(f).get("model_type") == model_type
-
-
-def _limit(dataset: datasets.Dataset, limit: int | None) -> datasets.Dataset:
-    return dataset if limit is None or limit >= len(dataset) else dataset.select(range(limit))
-
-
-def load_corpus_articles(source: str, limit: int | None) -> datasets.Dataset:
-    """Articles of a corpus; `"embedded"` is the packaged demo corpus."""
-    if source == "embedded":
-        from ..corpus.embedded import load_embedded_corpus
-
-        return datasets.Dataset.from_list(load_embedded_corpus(limit=limit))
-    return _limit(load_articles(source), limit)
-
-
-class RealmPretrainer(TrainingLoop):
+class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     r"""
     REALM pre-training on Accelerate with asynchronous index refresh.
 
@@ -194,12 +131,7 @@ class RealmPretrainer(TrainingLoop):
         self.utility_window: list[float] = []  # per-step mean reading utility of the top block, while the gate waits
         self._step_utilities: list[float] = []  # this step's micro-batches
         self._answer_finder: CorpusAnswerFinder | None = None  # built at the first evaluation that needs it
-        tokenizer_path = resolve_bert_path(model_args.encoder if not model_args.random_init else "minilm")
-        if _is_realm_dir(tokenizer_path, "realm_knowledge_encoder") and not os.path.isfile(
-            os.path.join(tokenizer_path, "tokenizer.json")
-        ):
-            tokenizer_path = resolve_bert_path("minilm")
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(pretraining_tokenizer_path(model_args))
         retriever, encoder = load_models(
             model_args, corpus_args, len(self.tokenizer), self.tokenizer.mask_token_id
         )
@@ -242,7 +174,7 @@ class RealmPretrainer(TrainingLoop):
         generator = torch.Generator().manual_seed(loop_args.seed)
         dataloader = torch.utils.data.DataLoader(
             self.train_examples, batch_size=loop_args.per_device_batch_size, shuffle=True, generator=generator,
-            collate_fn=_as_examples, num_workers=loop_args.num_workers,
+            collate_fn=as_examples, num_workers=loop_args.num_workers,
         )
         super().__init__(
             loop_args, RealmPretrainingModel(retriever, encoder), dataloader, accelerator=accelerator,
@@ -322,82 +254,15 @@ class RealmPretrainer(TrainingLoop):
     def retriever(self) -> RealmRetriever:
         return self.accelerator.unwrap_model(self.model).retriever
 
-    def _prepare_index(self, work: str) -> None:
-        """Save what the builder process needs, build the initial index, start the refresher (main process).
-
-        When the run resumes from a complete checkpoint, the initial index is not built: embedding the corpus with
-        the initial weights would be a whole corpus pass for nothing, since `load_extra_state` replaces it by the index
-        the checkpoint names (`self.index` stays None until then)."""
-        self.retriever_dir = os.path.join(work, "retriever-init")
-        self.blocks_dir = os.path.join(work, "blocks")
-        if self.accelerator.is_main_process:
-            self.retriever.save_pretrained(self.retriever_dir)
-            self.tokenizer.save_pretrained(self.retriever_dir)
-            if not os.path.isdir(self.blocks_dir):
-                with quiet_checkpoint_io():  # the corpus copied for the index builder: no bar for a copy
-                    self.blocks.save_to_disk(self.blocks_dir)
-        self.accelerator.wait_for_everyone()
-        self.index_root = os.path.join(self.args.output_dir, "index")
-        checkpoint = resolve_checkpoint(self.args.output_dir, self.args.resume_from_checkpoint)
-        self.index: RealmIndex | None = None
-        if checkpoint is not None:
-            logger.info("Resuming from %s: its index is loaded instead of building the initial one", checkpoint)
-        else:
-            self.index = self._build_index_now(step=0)
-        self.refresher = None
-        if self.accelerator.is_main_process:
-            if self.index is not None:
-                # on disk like every refreshed index, so a checkpoint can name the index it trained with
-                self.index.save_pretrained(os.path.join(self.index_root, "index-0"))
-            args = self.pretraining_args
-            resources = refresh_resources(
-                self.accelerator.device, args.refresh_device, args.refresh_threads, args.refresh_niceness,
-                args.refresh_trainer_threads, mode=args.refresh_mode, time_share=args.refresh_time_share,
-            )
-            logger.info("Index builder: %s", resources)
-            self.refresher = IndexRefresher(
-                self.index_root, build_index_from_snapshot,
-                builder_kwargs={
-                    "retriever_dir": self.retriever_dir, "blocks_dir": self.blocks_dir,
-                    "tokenizer_dir": self.retriever_dir, "index_type": self.corpus_args.index_type,
-                    "batch_size": self.corpus_args.embed_batch_size, "dtype": self.corpus_args.embed_dtype,
-                    "device": resources.device,
-                },
-                mode=resources.refresher_mode,
-                schedule=RefreshSchedule(args.refresh_schedule),
-                index=self.index, num_threads=resources.num_threads, niceness=resources.niceness,
-                trainer_threads=resources.trainer_threads, time_share=resources.time_share,
-            )
-
-    def _build_index_now(self, step: int, index_type: str | None = None) -> RealmIndex:
-        return RealmIndex.build(
-            self.blocks, self.retriever, tokenizer=self.tokenizer, index_type=index_type or self.corpus_args.index_type,
-            batch_size=self.corpus_args.embed_batch_size,
-            dtype=autocast_dtype(self.corpus_args.embed_dtype), step=step,
-        )
-
-    def _doc_tower_snapshot(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.retriever.document_embedder.state_dict().items()}
-
     def on_step_end(self, step: int) -> dict[str, float]:
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
         gate_logs = self._update_utility_gate(step)
         self.retriever_learning.record_step(step, self.retriever_learns(step - 1))
-        swapped = [None]
-        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate): it
-        # would rebuild the same index
-        if self.refresher is not None and self.retriever_learns(step - 1):
-            new_index = self.refresher.on_step(step, self._doc_tower_snapshot)
-            if new_index is not None:
-                self.index = new_index
-                swapped = [os.path.join(self.index_root, f"index-{new_index.step}")]
-        if self.accelerator.num_processes > 1:
-            broadcast_object_list(swapped)
-            if not self.accelerator.is_main_process and swapped[0] is not None:
-                self.index = RealmIndex.from_pretrained(swapped[0])
+        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate)
+        swapped = self._swap_refreshed_index(step, refresh=self.retriever_learns(step - 1))
         logs: dict[str, float] = {"index_step": float(self.index.step or 0), **gate_logs}
         logs["retriever_learning"] = float(self.retriever_learning.learning)  # at the step just taken
-        if swapped[0] is not None and self.refresher is not None and self.refresher.stats:
+        if swapped is not None and self.refresher is not None and self.refresher.stats:
             last = self.refresher.stats[-1]
             logs.update({f"refresh/{k}": float(v) for k, v in last.items()})
         return logs
@@ -553,56 +418,12 @@ class RealmPretrainer(TrainingLoop):
         if fresh_index is None:
             fresh_index = len(self.blocks) <= 50_000
         index = self._build_index_now(step=self.step, index_type="torch-exact") if fresh_index else self.index
-        has_gold = "gold_block_id" in examples.column_names
-        # X = Z without gold blocks (real corpora): reading is measured on each sentence's own block, which retrieval
-        # excludes; it holds the masked span word for word, so this is the reading warm-up's task on held-out sentences
-        reads_source = not has_gold and self.x_is_z and "source_block_id" in examples.column_names
-        sums: dict[str, float] = defaultdict(float)
-        total_tokens = 0
-        rows = list(examples)
-        size = self.args.per_device_batch_size
-        for start in range(0, len(rows), size):
-            chunk = rows[start : start + size]
-            batch, null_index = self.retrieve_and_collate(chunk, index=index)
-            out = model(batch, null_candidate_index=null_index)
-            correct_with, correct_null, tokens = _masked_token_hits(out, batch["labels"], null_index)
-            sums["with"] += correct_with
-            sums["null"] += correct_null
-            total_tokens += tokens
-            if has_gold:
-                gold = torch.tensor([int(row["gold_block_id"]) for row in chunk])  # [B]
-                retrieved = batch["candidate_block_ids"].cpu()  # [B, K] (-1 for ∅)
-                is_gold = retrieved == gold[:, None]  # [B, K]
-                prior = out.retrieval_log_probs.exp().cpu()  # [B, K]
-                posterior = out.posterior_log_probs.exp().cpu()  # [B, K]
-                sums["gold_prior_mass"] += (prior * is_gold).sum().item()
-                sums["gold_posterior_mass"] += (posterior * is_gold).sum().item()
-                sums["gold_retrieved"] += is_gold.any(-1).sum().item()
-                first = (prior.masked_fill(retrieved < 0, -1.0).argmax(-1) == is_gold.float().argmax(-1)) & is_gold.any(-1)
-                sums["gold_top1"] += first.sum().item()
-            if has_gold or reads_source:  # reading alone: the gold (or source) block as the only candidate
-                column = "gold_block_id" if has_gold else "source_block_id"
-                only = torch.tensor([[int(row[column])] for row in chunk])  # [B, 1]
-                reading_batch, _ = self._collate(chunk, only, index, self.reading_collator)
-                reading_out = model(reading_batch, score_candidates=False)
-                sums["reading"] += _masked_token_hits(reading_out, reading_batch["labels"], None)[0]
+        results = held_out_sentence_figures(
+            model, examples, self.args.per_device_batch_size, self.x_is_z, self.num_retrieved,
+            retrieve=lambda chunk: self.retrieve_and_collate(chunk, index=index),
+            read_alone=lambda chunk, block_ids: self._collate(chunk, block_ids, index, self.reading_collator)[0],
+        )
         model.train(was_training)
-        results = {"mlm_accuracy_with_retrieval": 100.0 * sums["with"] / max(total_tokens, 1)}
-        if null_index is not None:
-            results["mlm_accuracy_null_document"] = 100.0 * sums["null"] / max(total_tokens, 1)
-        if has_gold:
-            count = max(len(rows), 1)
-            results.update(
-                {
-                    "gold_top1": sums["gold_top1"] / count,
-                    f"gold_top{self.num_retrieved}": sums["gold_retrieved"] / count,
-                    "gold_prior_mass": sums["gold_prior_mass"] / count,
-                    "gold_posterior_mass": sums["gold_posterior_mass"] / count,
-                    "mlm_accuracy_gold_document": 100.0 * sums["reading"] / max(total_tokens, 1),
-                }
-            )
-        elif reads_source:
-            results["mlm_accuracy_source_block"] = 100.0 * sums["reading"] / max(total_tokens, 1)
         return results
 
     # --------------------------------------------------------------------------------------- checkpoint state
@@ -615,11 +436,6 @@ class RealmPretrainer(TrainingLoop):
             "retriever_start_step": self.retriever_start_step, "utility_window": self.utility_window,
             "retriever_learning": self.retriever_learning.state_dict(),
         }
-
-    def save_checkpoint(self) -> str:
-        if self.refresher is not None and self.index.step is not None:
-            self.refresher.pin(self.index.step)  # the index a checkpoint names lives as long as the checkpoint
-        return super().save_checkpoint()
 
     def load_extra_state(self, state: dict) -> None:
         if self.pretraining_args.retriever_gate_utility is not None:
@@ -634,50 +450,7 @@ class RealmPretrainer(TrainingLoop):
             self.retriever_learning.load_state_dict(
                 {"steps_total": self.step, "steps_learning": learned, "gate_opened_at_step": start if gated else None}
             )
-        step = state.get("index_step")
-        directory = os.path.join(self.index_root, f"index-{step}")
-        if step is not None and os.path.isdir(directory):
-            try:
-                self.index = RealmIndex.from_pretrained(directory, expected_fingerprint=state.get("index_fingerprint"))
-            except ValueError as err:
-                raise ValueError(
-                    f"The checkpoint trained with {directory}, which has changed since ({err}). Restore that index, or "
-                    "delete the directory to rebuild it from the resumed weights (the run then differs from an "
-                    "uninterrupted one)."
-                ) from err
-        else:
-            logger.warning(
-                "Index of step %s not on disk (%s); rebuilding it from the resumed weights: the resumed run will not "
-                "match an uninterrupted one", step, directory,
-            )
-            self.index = self._build_index_now(step=self.step)
-        if self.refresher is not None:
-            self.refresher.index, self.refresher.index_step = self.index, self.index.step or 0
-            self.refresher.stats = list(state.get("refresh_stats", []))
-            for checkpoint in complete_checkpoints(self.args.output_dir):  # keep what every checkpoint names
-                with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
-                    named = json.load(f)
-                if named.get("index_step") is not None:
-                    self.refresher.pin(named["index_step"])
-                for record in named.get("refresh_in_flight", []):
-                    self.refresher.pin(record["step"])
-                    self.refresher.kept_snapshots.add(int(record["step"]))
-            self.refresher.resume_in_flight(state.get("refresh_in_flight", []))
-
-    def before_final_save(self) -> None:
-        """On every rank: stop the refresher and, with `rebuild_final_index`, re-embed the corpus with the final
-        document tower. The embedding is sharded over the ranks and gathered with collectives, so it must run on all
-        of them (the main process alone in `save_model` would wait forever for the others: gloo "Connection closed
-        by peer" once they exit)."""
-        if self.refresher is not None:
-            self.refresher.close()  # a build still running embeds older weights: stop it, it would only compete
-        if not self.pretraining_args.rebuild_final_index:
-            return
-        stale = [self.index.fingerprint != fingerprint_module(self.retriever.document_embedder)]
-        if self.accelerator.num_processes > 1:
-            broadcast_object_list(stale)  # one decision for all ranks, whatever each computed
-        if stale[0]:
-            self._rebuild_with_final_tower()
+        self._restore_index(state)
 
     def save_model(self, directory: str) -> None:
         """Save `retriever/`, `encoder/` (each with the tokenizer) and `index/`, an index of the final doc tower.
@@ -696,87 +469,3 @@ class RealmPretrainer(TrainingLoop):
             self.refresher.close()  # a build still running embeds older weights: stop it, it would only compete
         self._finalize_index(directory)
         self.index.save_pretrained(os.path.join(directory, "index"))
-
-    def _rebuild_with_final_tower(self) -> None:
-        logger.info(
-            "Rebuilding the index with the final document tower (step %d; the last refreshed index is of step %s)",
-            self.step, self.index.step,
-        )
-        self.index = self._build_index_now(step=self.step)
-
-    def _finalize_index(self, directory: str) -> None:
-        """Make `self.index` the index of the final document tower (or warn that the saved one is stale).
-
-        The index in use is the last *refreshed* one, built from a snapshot taken up to a refresh period (plus a
-        build time) before the end: its manifest fingerprint names older doc-tower weights than `retriever/` holds,
-        and `realm_hf.hub.publish` / evaluation refuse such a pair.
-        """
-        final_fingerprint = fingerprint_module(self.retriever.document_embedder)
-        if self.index.fingerprint == final_fingerprint:
-            return
-        if self.pretraining_args.rebuild_final_index:
-            self._rebuild_with_final_tower()
-            return
-        corpus = self.corpus_args
-        max_articles = f" --max-articles {corpus.max_articles}" if corpus.max_articles is not None else ""
-        logger.warning(
-            "rebuild_final_index=False: %s holds the index of step %s, built by older document-tower weights than the "
-            "saved retriever (step %d). It is stale: its fingerprint does not match the model, so realm_hf.hub.publish "
-            "and evaluation refuse it. Rebuild it with: realm-hf build-index --corpus %s%s --model %s --output %s "
-            "--block-length %d --index-type %s",
-            os.path.join(directory, "index"), self.index.step, self.step, corpus.corpus, max_articles,
-            os.path.join(directory, "retriever"), os.path.join(directory, "index"), corpus.block_length,
-            corpus.index_type,
-        )
-
-
-def _masked_token_hits(out, labels: torch.Tensor, null_index: int | None) -> tuple[int, int, int]:
-    """Masked tokens predicted right by the marginal over the candidates and by the null document alone, and the
-    number of masked tokens, of one batch."""
-    positions = out.masked_positions  # [M, 3] (b, k, l)
-    log_probs = torch.log_softmax(out.masked_token_logits.float(), -1)  # [M, V]
-    targets = labels[positions[:, 0], positions[:, 2]]  # [M]
-    weights = out.retrieval_log_probs[positions[:, 0], positions[:, 1]]  # [M]
-    num_candidates = out.retrieval_log_probs.shape[1]
-    correct_with = correct_null = total = 0
-    for b in range(labels.shape[0]):
-        rows = positions[:, 0] == b
-        per_candidate = (log_probs[rows] + weights[rows, None]).view(num_candidates, -1, log_probs.shape[1])  # [K, n_b, V]
-        gold = targets[rows].view(num_candidates, -1)[0]  # [n_b]
-        correct_with += (torch.logsumexp(per_candidate, 0).argmax(-1) == gold).sum().item()
-        if null_index is not None:
-            correct_null += (per_candidate[null_index].argmax(-1) == gold).sum().item()
-        total += gold.numel()
-    return correct_with, correct_null, total
-
-
-def zero_shot_recall(
-    retriever: RealmRetriever, tokenizer, index: RealmIndex, qa_file: str, max_questions: int, max_length: int,
-    device: torch.device, k: int = 5, batch_size: int = 32, answer_finder: CorpusAnswerFinder | None = None,
-) -> float:
-    """Recall@k of a retriever on the first `max_questions` questions of a QA JSONL (`question`, `answers`,
-    `answer_format`): an answer in the top-k blocks. With `answer_finder`, the first `max_questions` questions whose
-    answer occurs somewhere in its corpus (the others no retriever can find)."""
-    rows = []
-    with open(qa_file, encoding="utf-8") as f:
-        for line in f:
-            if len(rows) == max_questions:
-                break
-            row = json.loads(line)
-            if answer_finder is None or answer_finder.has_answer(row["answers"], row.get("answer_format", "text")):
-                rows.append(row)
-    if not rows:
-        raise ValueError(f"No question of {qa_file} has an answer in the knowledge corpus; use a larger corpus.")
-    retrieved, references, formats = [], [], []
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start : start + batch_size]
-        encoded = tokenizer(
-            [r["question"] for r in chunk], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
-        ).to(device)
-        embeds = retriever.embed_queries(encoded["input_ids"], encoded["attention_mask"], encoded.get("token_type_ids"))
-        _, ids = index.search(embeds.float().cpu(), k)
-        texts = index.get_blocks(ids, columns=["title", "text"])
-        retrieved += [[f"{t} {x}" for t, x in zip(titles, bodies)] for titles, bodies in zip(texts["title"], texts["text"])]
-        references += [r["answers"] for r in chunk]
-        formats += [r.get("answer_format", "text") for r in chunk]
-    return recall_at_k(retrieved, references, k, answer_formats=formats)

@@ -1,0 +1,194 @@
+"""The index of REALM pre-training over a run: the initial build, the asynchronous refresh and the swap between steps,
+the index a checkpoint names and its restoration on resume, and the final index of the last document tower.
+
+[`PretrainingIndexMixin`] is the index side of [`RealmPretrainer`], apart from its step and its retriever schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import torch
+from accelerate.utils import broadcast_object_list
+
+from ..index import IndexRefresher, RealmIndex, RefreshSchedule
+from ..index.manifest import fingerprint_module
+from ..utils.quiet import quiet_checkpoint_io
+from .index_builder import build_index_from_snapshot, refresh_resources
+from .loop import TRAINER_STATE, complete_checkpoints, resolve_checkpoint
+from .precision import autocast_dtype
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PretrainingIndexMixin"]
+
+
+class PretrainingIndexMixin:
+    r"""
+    The index of a pre-training run, for a [`TrainingLoop`] subclass that sets `accelerator`, `args` (the
+    [`LoopArguments`]), `corpus_args`, `pretraining_args`, `tokenizer`, `blocks` (the corpus blocks), `step` and a
+    `retriever` property (the unwrapped [`RealmRetriever`]).
+
+    Attributes set by `_prepare_index`: `index` (the [`RealmIndex`] in use; None until a resumed run loads its
+    checkpoint's), `index_root` (`<output_dir>/index`, one `index-<step>` directory per version) and `refresher` (the
+    [`IndexRefresher`] on the main process, None elsewhere).
+    """
+
+    def _prepare_index(self, work: str) -> None:
+        """Save what the builder process needs, build the initial index, start the refresher (main process).
+
+        When the run resumes from a complete checkpoint, the initial index is not built: embedding the corpus with
+        the initial weights would be a whole corpus pass for nothing, since `load_extra_state` replaces it by the index
+        the checkpoint names (`self.index` stays None until then)."""
+        self.retriever_dir = os.path.join(work, "retriever-init")
+        self.blocks_dir = os.path.join(work, "blocks")
+        if self.accelerator.is_main_process:
+            self.retriever.save_pretrained(self.retriever_dir)
+            self.tokenizer.save_pretrained(self.retriever_dir)
+            if not os.path.isdir(self.blocks_dir):
+                with quiet_checkpoint_io():  # the corpus copied for the index builder: no bar for a copy
+                    self.blocks.save_to_disk(self.blocks_dir)
+        self.accelerator.wait_for_everyone()
+        self.index_root = os.path.join(self.args.output_dir, "index")
+        checkpoint = resolve_checkpoint(self.args.output_dir, self.args.resume_from_checkpoint)
+        self.index: RealmIndex | None = None
+        if checkpoint is not None:
+            logger.info("Resuming from %s: its index is loaded instead of building the initial one", checkpoint)
+        else:
+            self.index = self._build_index_now(step=0)
+        self.refresher = None
+        if self.accelerator.is_main_process:
+            if self.index is not None:
+                # on disk like every refreshed index, so a checkpoint can name the index it trained with
+                self.index.save_pretrained(os.path.join(self.index_root, "index-0"))
+            args = self.pretraining_args
+            resources = refresh_resources(
+                self.accelerator.device, args.refresh_device, args.refresh_threads, args.refresh_niceness,
+                args.refresh_trainer_threads, mode=args.refresh_mode, time_share=args.refresh_time_share,
+            )
+            logger.info("Index builder: %s", resources)
+            self.refresher = IndexRefresher(
+                self.index_root, build_index_from_snapshot,
+                builder_kwargs={
+                    "retriever_dir": self.retriever_dir, "blocks_dir": self.blocks_dir,
+                    "tokenizer_dir": self.retriever_dir, "index_type": self.corpus_args.index_type,
+                    "batch_size": self.corpus_args.embed_batch_size, "dtype": self.corpus_args.embed_dtype,
+                    "device": resources.device,
+                },
+                mode=resources.refresher_mode,
+                schedule=RefreshSchedule(args.refresh_schedule),
+                index=self.index, num_threads=resources.num_threads, niceness=resources.niceness,
+                trainer_threads=resources.trainer_threads, time_share=resources.time_share,
+            )
+
+    def _build_index_now(self, step: int, index_type: str | None = None) -> RealmIndex:
+        return RealmIndex.build(
+            self.blocks, self.retriever, tokenizer=self.tokenizer, index_type=index_type or self.corpus_args.index_type,
+            batch_size=self.corpus_args.embed_batch_size,
+            dtype=autocast_dtype(self.corpus_args.embed_dtype), step=step,
+        )
+
+    def _doc_tower_snapshot(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.retriever.document_embedder.state_dict().items()}
+
+    def _swap_refreshed_index(self, step: int, refresh: bool) -> str | None:
+        """Request a refresh when the schedule says so (and `refresh`: no refresh while the retriever is frozen, it
+        would rebuild the same index) and swap in a finished index, the same on every rank. Returns the directory of
+        the index swapped in, or None."""
+        swapped = [None]
+        if self.refresher is not None and refresh:
+            new_index = self.refresher.on_step(step, self._doc_tower_snapshot)
+            if new_index is not None:
+                self.index = new_index
+                swapped = [os.path.join(self.index_root, f"index-{new_index.step}")]
+        if self.accelerator.num_processes > 1:
+            broadcast_object_list(swapped)
+            if not self.accelerator.is_main_process and swapped[0] is not None:
+                self.index = RealmIndex.from_pretrained(swapped[0])
+        return swapped[0]
+
+    def _restore_index(self, state: dict) -> None:
+        """Load the index the checkpoint `state` trained with (rebuilt when it is gone) and take up its refreshes."""
+        step = state.get("index_step")
+        directory = os.path.join(self.index_root, f"index-{step}")
+        if step is not None and os.path.isdir(directory):
+            try:
+                self.index = RealmIndex.from_pretrained(directory, expected_fingerprint=state.get("index_fingerprint"))
+            except ValueError as err:
+                raise ValueError(
+                    f"The checkpoint trained with {directory}, which has changed since ({err}). Restore that index, or "
+                    "delete the directory to rebuild it from the resumed weights (the run then differs from an "
+                    "uninterrupted one)."
+                ) from err
+        else:
+            logger.warning(
+                "Index of step %s not on disk (%s); rebuilding it from the resumed weights: the resumed run will not "
+                "match an uninterrupted one", step, directory,
+            )
+            self.index = self._build_index_now(step=self.step)
+        if self.refresher is not None:
+            self.refresher.index, self.refresher.index_step = self.index, self.index.step or 0
+            self.refresher.stats = list(state.get("refresh_stats", []))
+            for checkpoint in complete_checkpoints(self.args.output_dir):  # keep what every checkpoint names
+                with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
+                    named = json.load(f)
+                if named.get("index_step") is not None:
+                    self.refresher.pin(named["index_step"])
+                for record in named.get("refresh_in_flight", []):
+                    self.refresher.pin(record["step"])
+                    self.refresher.kept_snapshots.add(int(record["step"]))
+            self.refresher.resume_in_flight(state.get("refresh_in_flight", []))
+
+    def save_checkpoint(self) -> str:
+        if self.refresher is not None and self.index.step is not None:
+            self.refresher.pin(self.index.step)  # the index a checkpoint names lives as long as the checkpoint
+        return super().save_checkpoint()
+
+    def before_final_save(self) -> None:
+        """On every rank: stop the refresher and, with `rebuild_final_index`, re-embed the corpus with the final
+        document tower. The embedding is sharded over the ranks and gathered with collectives, so it must run on all
+        of them (the main process alone in `save_model` would wait forever for the others: gloo "Connection closed
+        by peer" once they exit)."""
+        if self.refresher is not None:
+            self.refresher.close()  # a build still running embeds older weights: stop it, it would only compete
+        if not self.pretraining_args.rebuild_final_index:
+            return
+        stale = [self.index.fingerprint != fingerprint_module(self.retriever.document_embedder)]
+        if self.accelerator.num_processes > 1:
+            broadcast_object_list(stale)  # one decision for all ranks, whatever each computed
+        if stale[0]:
+            self._rebuild_with_final_tower()
+
+    def _rebuild_with_final_tower(self) -> None:
+        logger.info(
+            "Rebuilding the index with the final document tower (step %d; the last refreshed index is of step %s)",
+            self.step, self.index.step,
+        )
+        self.index = self._build_index_now(step=self.step)
+
+    def _finalize_index(self, directory: str) -> None:
+        """Make `self.index` the index of the final document tower (or warn that the saved one is stale).
+
+        The index in use is the last *refreshed* one, built from a snapshot taken up to a refresh period (plus a
+        build time) before the end: its manifest fingerprint names older doc-tower weights than `retriever/` holds,
+        and `realm_hf.hub.publish` / evaluation refuse such a pair.
+        """
+        final_fingerprint = fingerprint_module(self.retriever.document_embedder)
+        if self.index.fingerprint == final_fingerprint:
+            return
+        if self.pretraining_args.rebuild_final_index:
+            self._rebuild_with_final_tower()
+            return
+        corpus = self.corpus_args
+        max_articles = f" --max-articles {corpus.max_articles}" if corpus.max_articles is not None else ""
+        logger.warning(
+            "rebuild_final_index=False: %s holds the index of step %s, built by older document-tower weights than the "
+            "saved retriever (step %d). It is stale: its fingerprint does not match the model, so realm_hf.hub.publish "
+            "and evaluation refuse it. Rebuild it with: realm-hf build-index --corpus %s%s --model %s --output %s "
+            "--block-length %d --index-type %s",
+            os.path.join(directory, "index"), self.index.step, self.step, corpus.corpus, max_articles,
+            os.path.join(directory, "retriever"), os.path.join(directory, "index"), corpus.block_length,
+            corpus.index_type,
+        )
