@@ -133,6 +133,10 @@ def test_a_globally_normalized_reader_is_saved_so_and_the_pipeline_weighs_blocks
     (its documents' scores) are the reader's `p(z|x)`: softmax of relevance + logsumexp of the block's span scores."""
     from transformers import pipeline
 
+    import realm_hf
+
+    realm_hf.register_auto_classes()  # realm_hf was imported before transformers' pipelines
+
     corpus, qa = data
     trainer = make_trainer(
         tmp_path / "run", corpus, qa, max_steps=3, freeze_retriever=True, span_normalization="global"

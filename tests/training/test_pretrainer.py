@@ -76,7 +76,9 @@ def test_tiny_pretraining_loss_goes_down_and_refreshed_indexes_are_swapped_in(tm
     # the output directory loads by its top-level path in transformers' pipeline()
     from transformers import pipeline
 
-    import realm_hf.pipelines  # noqa: F401  (registers realm-fill-mask)
+    import realm_hf
+
+    realm_hf.register_auto_classes()  # realm_hf was imported before transformers' pipelines
 
     fill = pipeline("realm-fill-mask", model=str(final))
     assert len(fill(f"paris is the capital of {fill.tokenizer.mask_token}.", top_k=2)) == 2

@@ -40,6 +40,10 @@ def two_fine_tunings(tmp_path_factory):
 def test_the_soup_holds_the_mean_of_the_weights_and_answers_from_their_index(two_fine_tunings, tmp_path):
     from transformers import pipeline
 
+    import realm_hf
+
+    realm_hf.register_auto_classes()  # realm_hf was imported before transformers' pipelines
+
     from realm_hf.pipelines import OPEN_QA_TASK
 
     soup_dir = average_open_qa_models(two_fine_tunings, tmp_path / "soup")
