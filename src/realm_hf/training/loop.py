@@ -185,6 +185,12 @@ class TrainingLoop:
     def on_step_end(self, step: int) -> dict[str, float]:
         return {}
 
+    def frozen_parameters(self) -> list[nn.Parameter]:
+        """Parameters that must not learn at the step being taken: their gradients are dropped after the backward
+        pass, so they take no share of the clipped norm and the optimizer keeps no state for them (the same on one
+        process as on several, where DDP computes every gradient)."""
+        return []
+
     def status(self) -> str:
         """A short line on the step just taken, shown in the progress bar and at the end of each periodic log line
         (empty: nothing shown)."""
@@ -276,6 +282,9 @@ class TrainingLoop:
                 with self.accelerator.accumulate(self.model):
                     loss, logs = self.training_step(batch)
                     self.accelerator.backward(loss)
+                    if self.accelerator.sync_gradients:
+                        for parameter in self.frozen_parameters():
+                            parameter.grad = None
                     if self.accelerator.sync_gradients and args.max_grad_norm > 0:
                         self.accelerator.clip_grad_norm_(self.model.parameters(), args.max_grad_norm)
                     self.optimizer.step()

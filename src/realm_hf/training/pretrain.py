@@ -336,10 +336,18 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         return batch, null_index
 
+    def frozen_parameters(self) -> list[torch.nn.Parameter]:
+        """The retriever's parameters while it does not learn (reading warm-up, `retriever_freeze_steps`, a closed
+        gate): on several processes DDP computes their gradients, which are dropped here."""
+        if self.retriever_learns(self.step):
+            return []
+        return list(self.retriever.parameters())
+
     def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float]]:
         reading_warmup = self.step < self.pretraining_args.reading_warmup_steps
         batch, null_index = self.retrieve_and_collate(examples, include_source_block=reading_warmup)
-        # while the retriever's learning rate is 0, its backward pass is work for nothing (single process only)
+        # while the retriever is frozen its backward pass is work for nothing; several processes run it anyway (DDP
+        # expects every rank to reduce the same gradients) and `frozen_parameters` drops the result
         frozen = not self.retriever_learns(self.step) and self.accelerator.num_processes == 1
         out = self.model(
             batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup
