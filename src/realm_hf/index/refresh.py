@@ -369,6 +369,12 @@ class IndexRefresher:
         """Keep `index-<step>` on disk whatever `keep_last` says (e.g. the index a checkpoint names)."""
         self.pinned.add(int(step))
 
+    def repin(self, steps: set[int]) -> None:
+        """Keep exactly `steps` pinned (e.g. what the checkpoints left after pruning name) and delete the
+        `index-<step>` directories that are no longer needed now."""
+        self.pinned = {int(step) for step in steps}
+        self._cleanup()
+
     def in_flight(self) -> list[dict[str, Any]]:
         r"""
         The refreshes requested but not swapped in yet, for a checkpoint to record (and keep on disk).

@@ -30,12 +30,24 @@ class LoopArguments:
     seed: int = field(default=0, metadata={"help": "Seed of initialization and data order."})
     logging_steps: int = field(default=10, metadata={"help": "Log every N optimizer steps."})
     save_steps: int = field(default=200, metadata={"help": "Checkpoint (accelerator.save_state) every N steps."})
+    save_total_limit: int | None = field(
+        default=None,
+        metadata={"help": "Checkpoints kept on disk, the newest (default: all); pre-training keeps the index versions "
+                          "they name with them and deletes the others."},
+    )
     eval_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: only at the end)."})
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "A checkpoint directory, or 'latest' for the newest in output_dir."}
     )
     report_to: str = field(default="tensorboard", metadata={"help": "Accelerate tracker ('tensorboard', 'none', ...)."})
     num_workers: int = field(default=0, metadata={"help": "DataLoader workers."})
+
+    def __post_init__(self) -> None:
+        if self.save_total_limit is not None and self.save_total_limit < 1:
+            raise ValueError(
+                f"--save_total_limit must be at least 1 (the checkpoint a resume needs), got {self.save_total_limit}; "
+                "leave it out to keep every checkpoint."
+            )
 
 
 @dataclass

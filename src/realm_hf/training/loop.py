@@ -238,9 +238,19 @@ class TrainingLoop:
             state = {"step": self.step, "history": self.history, **self.extra_state()}
             write_json_atomic(os.path.join(tmp, TRAINER_STATE), state)
             publish_directory(tmp, directory)
+            self._prune_checkpoints()
         self.accelerator.wait_for_everyone()
         logger.info("Saved checkpoint %s", directory)
         return directory
+
+    def _prune_checkpoints(self) -> None:
+        """Delete the oldest complete checkpoints beyond `save_total_limit` (main process)."""
+        limit = self.args.save_total_limit
+        if limit is None:
+            return
+        for old in complete_checkpoints(self.args.output_dir)[:-limit]:
+            shutil.rmtree(old, ignore_errors=True)
+            logger.info("Deleted %s (save_total_limit=%d)", old, limit)
 
     def resume(self, checkpoint: str) -> int:
         """Load a checkpoint; returns the number of micro-batches of the current epoch to skip."""

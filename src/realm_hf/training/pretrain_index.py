@@ -131,20 +131,32 @@ class PretrainingIndexMixin:
         if self.refresher is not None:
             self.refresher.index, self.refresher.index_step = self.index, self.index.step or 0
             self.refresher.stats = list(state.get("refresh_stats", []))
-            for checkpoint in complete_checkpoints(self.args.output_dir):  # keep what every checkpoint names
-                with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
-                    named = json.load(f)
-                if named.get("index_step") is not None:
-                    self.refresher.pin(named["index_step"])
-                for record in named.get("refresh_in_flight", []):
-                    self.refresher.pin(record["step"])
-                    self.refresher.kept_snapshots.add(int(record["step"]))
+            indexes, in_flight = self._steps_named_by_checkpoints()  # keep what every checkpoint names
+            self.refresher.pinned |= indexes | in_flight
+            self.refresher.kept_snapshots |= in_flight
             self.refresher.resume_in_flight(state.get("refresh_in_flight", []))
 
     def save_checkpoint(self) -> str:
         if self.refresher is not None and self.index.step is not None:
             self.refresher.pin(self.index.step)  # the index a checkpoint names lives as long as the checkpoint
-        return super().save_checkpoint()
+        directory = super().save_checkpoint()
+        if self.refresher is not None and self.args.save_total_limit is not None:
+            # checkpoints were pruned: the index versions only they named may go at the next cleanup
+            indexes, in_flight = self._steps_named_by_checkpoints()
+            self.refresher.repin(indexes | in_flight)
+        return directory
+
+    def _steps_named_by_checkpoints(self) -> tuple[set[int], set[int]]:
+        """The index steps the complete checkpoints of the run name: those they trained with, and the refreshes they
+        recorded in flight."""
+        indexes, in_flight = set(), set()
+        for checkpoint in complete_checkpoints(self.args.output_dir):
+            with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
+                named = json.load(f)
+            if named.get("index_step") is not None:
+                indexes.add(int(named["index_step"]))
+            in_flight |= {int(record["step"]) for record in named.get("refresh_in_flight", [])}
+        return indexes, in_flight
 
     def before_final_save(self) -> None:
         """On every rank: stop the refresher and, with `rebuild_final_index`, re-embed the corpus with the final

@@ -1,0 +1,43 @@
+"""A long run keeps at most `save_total_limit` checkpoints and the index versions they need (plus the refresher's
+`keep_last`), launched for real: `python examples/pretrain.py --config examples/configs/cpu-tiny.yaml`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from realm_hf.training import LoopArguments
+
+pytest.importorskip("faiss")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_checkpoints_and_index_versions_are_pruned_to_what_the_run_needs(tmp_path):
+    output = tmp_path / "run"
+    command = [
+        sys.executable, str(REPO / "examples" / "pretrain.py"), "--config", str(REPO / "examples" / "configs" / "cpu-tiny.yaml"),
+        "--output_dir", str(output), "--max_articles", "8", "--reading_warmup_steps", "2", "--refresh_schedule", "2",
+        "--max_steps", "12", "--save_steps", "2", "--save_total_limit", "2", "--report_to", "none",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    checkpoints = sorted(p.name for p in output.glob("checkpoint-*"))
+    assert checkpoints == ["checkpoint-10", "checkpoint-12"]
+    named = {json.loads((output / name / "trainer_state.json").read_text())["index_step"] for name in checkpoints}
+    versions = sorted(int(p.name.split("-")[1]) for p in (output / "index").glob("index-*"))
+    # 6 refreshes happened (steps 2 .. 12); what is left is what the two checkpoints name and the newest keep_last (2)
+    assert set(versions) <= named | set(versions[-2:]), (versions, named)
+    assert len(versions) <= len(named) + 2 < 6, versions
+    assert "Deleted" in done.stderr and "save_total_limit=2" in done.stderr
+
+
+def test_a_save_total_limit_below_one_is_refused():
+    with pytest.raises(ValueError, match="--save_total_limit must be at least 1"):
+        LoopArguments(output_dir="unused", save_total_limit=0)
