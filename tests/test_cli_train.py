@@ -174,8 +174,14 @@ def test_unknown_arguments_fail_with_a_message_naming_them(qa_data, tmp_path, ca
 )
 def test_the_example_scripts_call_the_same_entry_points(script, entry_point, monkeypatch):
     calls = []
-    monkeypatch.setattr(entry_points, entry_point, lambda *args, **kwargs: calls.append((args, kwargs)))
-    monkeypatch.setattr("realm_hf.training." + entry_point, getattr(entry_points, entry_point))
+
+    def fake(*args, **kwargs):
+        calls.append((args, kwargs))
+
+    # realm_hf.training first: its lazy name still resolves to the real entry point, which the undo puts back (patched
+    # second, it would keep the fake for every later test)
+    monkeypatch.setattr("realm_hf.training." + entry_point, fake)
+    monkeypatch.setattr(entry_points, entry_point, fake)
     monkeypatch.setattr(sys, "argv", [script, "--config", "x.yaml"])
     runpy.run_path(os.path.join(EXAMPLES, script), run_name="__main__")
     assert calls == [((), {})]  # the script passes nothing: the entry point reads sys.argv
