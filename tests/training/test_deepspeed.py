@@ -1,7 +1,8 @@
 """REALM pre-training under DeepSpeed ZeRO-2 through Accelerate, launched for real as a user does
 (`accelerate launch --use_deepspeed --deepspeed_config_file examples/configs/ds_zero2.json examples/pretrain.py`):
-it starts, refreshes its index, checkpoints, resumes exactly and saves a loadable model. On CPU DeepSpeed runs one
-process (gloo); the same command takes a GPU where there is one."""
+it starts, refreshes its index, checkpoints, resumes (exactly, up to when the asynchronous refresh lands) and saves a
+loadable model; ZeRO-3 is refused before any work. On CPU DeepSpeed runs one process (gloo); the same command takes
+a GPU where there is one."""
 
 from __future__ import annotations
 
@@ -52,10 +53,11 @@ def test_zero2_pretraining_starts_refreshes_resumes_exactly_and_saves_a_loadable
         shutil.copytree(whole / name, resumed / name, symlinks=True)
     launch(resumed, "--resume_from_checkpoint", str(resumed / "checkpoint-4"))
     expected, got = losses(whole), losses(resumed)
-    assert [step for step in got if step > 4] == [step for step in expected if step > 4]
-    for step in got:
-        if step > 4:
-            assert got[step] == pytest.approx(expected[step], rel=1e-5), (step, got, expected)
+    assert [step for step in got if step > 4] == [step for step in expected if step > 4] == [6, 8]
+    # model, optimizer, data order and the checkpoint's index come back exactly: the first logged step is the same
+    assert got[6] == pytest.approx(expected[6], rel=1e-6), (got, expected)
+    # later steps depend on when the asynchronous refresh of step 6 lands (between steps 6 and 8, by wall time)
+    assert got[8] == pytest.approx(expected[8], rel=1e-2), (got, expected)
 
     from transformers import pipeline
 
@@ -65,3 +67,22 @@ def test_zero2_pretraining_starts_refreshes_resumes_exactly_and_saves_a_loadable
 
     fill = pipeline("realm-fill-mask", model=str(whole / "final"))
     assert fill("Paris is the capital of [MASK].", top_k=1)[0]["supporting_blocks"]
+
+
+def test_zero3_is_refused_before_any_work_naming_zero2(tmp_path):
+    config = tmp_path / "ds_zero3.json"
+    config.write_text(json.dumps({
+        "zero_optimization": {"stage": 3}, "gradient_accumulation_steps": "auto", "train_micro_batch_size_per_gpu": "auto",
+    }))
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--use_deepspeed",
+        "--deepspeed_config_file", str(config), str(REPO / "examples" / "pretrain.py"),
+        "--config", str(REPO / "examples" / "configs" / "cpu-tiny.yaml"), "--output_dir", str(tmp_path / "run"),
+        "--max_steps", "2", "--report_to", "none",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode != 0
+    assert "DeepSpeed ZeRO-3 (zero_optimization.stage 3) partitions the weights" in result.stderr
+    assert "examples/configs/ds_zero2.json" in result.stderr
+    assert not (tmp_path / "run" / "final").exists()

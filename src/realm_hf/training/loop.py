@@ -370,7 +370,7 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
     args.mixed_precision = _agreed_mixed_precision(args.mixed_precision)  # "auto" becomes what this machine runs
     _release_other_precision(args.mixed_precision)
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else None
-    return Accelerator(
+    accelerator = Accelerator(
         kwargs_handlers=handlers,
         # the data order is a function of (seed, epoch), so a resumed run sees the same batches
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
@@ -379,6 +379,14 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
         log_with=None if args.report_to == "none" else args.report_to,
         project_dir=args.output_dir,
     )
+    deepspeed = accelerator.state.deepspeed_plugin
+    if deepspeed is not None and deepspeed.zero_stage == 3:
+        raise ValueError(
+            "DeepSpeed ZeRO-3 (zero_optimization.stage 3) partitions the weights, and the index refresh, the document "
+            "tower's fingerprint and the saved model read them whole: use ZeRO-2 "
+            "(--deepspeed_config_file examples/configs/ds_zero2.json), which shards optimizer states and gradients."
+        )
+    return accelerator
 
 
 def _release_other_precision(mixed_precision: str) -> None:
