@@ -7,7 +7,6 @@ a temporary directory (`models--org--name/{blobs,refs,snapshots}` with `HF_HUB_O
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelet
 from transformers import AutoConfig, AutoModel
 from transformers import pipeline as transformers_pipeline
 
+import markdown_blocks
 import realm_hf
 import realm_hf.hub
 from realm_hf import RealmForOpenQA, RealmForOpenQAConfig
@@ -88,20 +88,8 @@ def tiny_index(model: RealmForOpenQA, index_type: str = "Flat") -> RealmIndex:
 
 
 def populate_cache(cache: Path, repo_id: str, folder: Path, repo_type: str = "model", commit: str = COMMIT) -> Path:
-    """Lay `folder` out as huggingface_hub does: blobs named by hash, snapshot symlinks, `refs/main`."""
-    storage = cache / f"{repo_type}s--{repo_id.replace('/', '--')}"
-    snapshot = storage / "snapshots" / commit
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        blob = storage / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        pointer = snapshot / path.relative_to(folder)
-        pointer.parent.mkdir(parents=True, exist_ok=True)
-        pointer.symlink_to(os.path.relpath(blob, pointer.parent))
-    (storage / "refs").mkdir(parents=True, exist_ok=True)
-    (storage / "refs" / "main").write_text(commit)
-    return snapshot
+    """`markdown_blocks.populate_cache` (the Hugging Face cache layout) with this module's default commit."""
+    return markdown_blocks.populate_cache(cache, repo_id, folder, commit, repo_type)
 
 
 @pytest.fixture
