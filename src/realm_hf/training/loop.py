@@ -29,6 +29,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..index.atomic import publish_directory, write_json_atomic
+from ..registration import register_what_is_loaded
 from .arguments import LoopArguments
 from .precision import resolve_mixed_precision
 
@@ -367,6 +368,9 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
     # crash of pytorch/pytorch#190489).
     import torch.distributed.fsdp  # noqa: F401
 
+    # the REALM configs and models with transformers' Auto classes, so that a tokenizer or config read from a model
+    # directory resolves our model types (cheap: transformers' auto modules are loaded by now)
+    register_what_is_loaded()
     args.mixed_precision = _agreed_mixed_precision(args.mixed_precision)  # "auto" becomes what this machine runs
     _release_other_precision(args.mixed_precision)
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else None
