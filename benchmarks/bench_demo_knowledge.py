@@ -74,22 +74,19 @@ def write_markdown(results: dict, path: str) -> None:
         "| seed | demo wall time | variant | right document before | after | answered right before | after |",
         "|---|---|---|---|---|---|---|",
     ]
+    def table_row(seed: str, time: str, label: str, c: dict) -> str:
+        n = c["sentences"]
+        return (
+            f"| {seed} | {time} | {label} | {c['right_document_before']}/{n} | **{c['right_document_after']}/{n}** | "
+            f"{c['answered_right_before']}/{n} | **{c['answered_right_after']}/{n}** |"
+        )
+
     for seed in results["seeds"]:
         row = results["per_seed"][str(seed)]
         for variant, label in VARIANTS.items():
-            c = row["counts"][variant]
-            n = c["sentences"]
-            lines.append(
-                f"| {seed} | {row['seconds'] / 60:.1f} min | {label} | {c['right_document_before']}/{n} | "
-                f"**{c['right_document_after']}/{n}** | {c['answered_right_before']}/{n} | **{c['answered_right_after']}/{n}** |"
-            )
+            lines.append(table_row(str(seed), f"{row['seconds'] / 60:.1f} min", label, row["counts"][variant]))
     for variant, label in VARIANTS.items():
-        t = results["total"][variant]
-        n = t["sentences"]
-        lines.append(
-            f"| all | | {label} | {t['right_document_before']}/{n} | **{t['right_document_after']}/{n}** | "
-            f"{t['answered_right_before']}/{n} | **{t['answered_right_after']}/{n}** |"
-        )
+        lines.append(table_row("all", "", label, results["total"][variant]))
     lines += ["", "The REALM runs' retriever: " + "; ".join(
         f"seed {seed}: {results['per_seed'][str(seed)]['counts']['recipe']['retriever_learning'].rstrip('.')}" for seed in results["seeds"]
     ), ""]
