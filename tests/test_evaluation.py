@@ -1,4 +1,5 @@
-"""Open-QA evaluation: batch-size invariance, EM / regex / Recall@k scoring, provenance, BM25 swap, bad input."""
+"""Open-QA evaluation: batch-size invariance, EM / regex / Recall@k scoring, provenance, BM25 swap, bad input, and the
+retriever-only `recall_at` pass (`retrieval_recall@k`, per-question `retrieval_hits`, `--recall_at`)."""
 
 import json
 import os
@@ -9,9 +10,15 @@ import torch
 from openqa_helpers import ARTICLES, QUESTIONS, load_tokenizer, tiny_index, tiny_model
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
-from realm_hf.evaluation import block_embeddings, evaluate_open_qa, load_open_qa, resolve_index_directory
+from realm_hf.evaluation import (
+    block_embeddings,
+    evaluate_open_qa,
+    load_open_qa,
+    parse_recall_at,
+    resolve_index_directory,
+)
 from realm_hf.pipelines.index_loading import resolve_model_index
-from realm_hf.metrics import exact_match
+from realm_hf.metrics import exact_match, has_answer, recall_at_k
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +213,132 @@ def test_evaluate_never_reads_an_index_from_the_working_directory(saved_model, t
         resolve_index_directory(saved_model, "index")
     with pytest.raises(FileNotFoundError, match="model"):
         load_open_qa(saved_model)
+
+
+# ----------------------------------------------------------------------------------- recall_at (retriever only)
+def _recall_by_hand(model, tokenizer, index, examples, depth, bm25=None):
+    """Per question, the title + body texts of its top-`depth` blocks, from one search done here (not by the code
+    under test): the query tower and `index.search`, or `bm25.search_text`."""
+    from realm_hf.evaluation import make_collator
+
+    if bm25 is not None:
+        block_ids = bm25.search_text([e["question"] for e in examples], depth)
+    else:
+        queries = make_collator(model, tokenizer).encode_questions(examples)
+        with torch.no_grad():
+            embeds = model.embed_queries(
+                queries["query_input_ids"], queries["query_attention_mask"], queries["query_token_type_ids"]
+            )
+        _, block_ids = index.search(embeds, depth)
+    rows = index.get_blocks(block_ids, columns=["title", "text"])
+    return [[f"{t} {x}".strip() for t, x in zip(titles, texts)] for titles, texts in zip(rows["title"], rows["text"])]
+
+
+def test_recall_at_is_the_recall_of_one_index_search(setup, tmp_path):
+    model, tokenizer, index = setup
+    depths = (1, 2, 4, index.num_blocks)
+    # an answer only title + body hold ("Marie Curie" + " " + "Marie Curie discovered ...")
+    examples = QUESTIONS + [{"question": "who was she", "answers": ["Curie Marie Curie"], "answer_format": "regex"}]
+    path = tmp_path / "predictions.jsonl"
+    metrics, predictions = evaluate_open_qa(
+        model, tokenizer, index, examples, batch_size=3, recall_at=[4, 1, 2, index.num_blocks, 2],
+        predictions_file=path, progress=False,
+    )
+    texts = _recall_by_hand(model, tokenizer, index, examples, index.num_blocks)
+    references, formats = [q["answers"] for q in examples], [q["answer_format"] for q in examples]
+    by_hand = {k: recall_at_k(texts, references, k, formats) for k in depths}
+    assert {k: metrics[f"retrieval_recall@{k}"] for k in depths} == by_hand
+    # every block searched: every answer found; the random retriever misses some at k=1, so the test can tell
+    assert by_hand[index.num_blocks] == 100.0 and by_hand[1] < 100.0
+    values = [metrics[f"retrieval_recall@{k}"] for k in depths]
+    assert values == sorted(values)  # monotone in k
+    # per-question hits, written with the predictions: their mean is the metric
+    for prediction, question_texts, question in zip(predictions, texts, examples):
+        assert list(prediction["retrieval_hits"]) == [str(k) for k in depths]
+        for k in depths:
+            found = any(has_answer(t, question["answers"], question["answer_format"]) for t in question_texts[:k])
+            assert prediction["retrieval_hits"][str(k)] == found
+    assert [json.loads(line)["retrieval_hits"] for line in path.read_text().splitlines()] == [
+        p["retrieval_hits"] for p in predictions
+    ]
+    # the same figures at any batch size
+    again = evaluate_open_qa(model, tokenizer, index, examples, batch_size=7, recall_at=depths, progress=False)[0]
+    assert {k: again[f"retrieval_recall@{k}"] for k in depths} == by_hand
+
+
+def test_recall_at_top_k_is_the_readers_recall_and_the_reader_is_unchanged(setup):
+    model, tokenizer, index = setup
+    plain, read = evaluate_open_qa(model, tokenizer, index, QUESTIONS, top_k=3, progress=False)
+    metrics, predictions = evaluate_open_qa(
+        model, tokenizer, index, QUESTIONS, top_k=3, recall_at=(1, 3, 5), progress=False
+    )
+    assert metrics["retrieval_recall@3"] == metrics["recall@3"] == plain["recall@3"]
+    assert metrics["retrieval_recall@1"] == metrics["recall@1"]
+    assert [p["retrieval_hits"]["3"] for p in predictions] == [p["answer_in_top_k"] for p in predictions]
+    assert [{k: v for k, v in p.items() if k not in ("retrieval_hits", "score")} for p in predictions] == [
+        {k: v for k, v in p.items() if k != "score"} for p in read
+    ]
+    assert "retrieval_hits" not in read[0] and not any(name.startswith("retrieval_recall") for name in plain)
+
+
+def test_recall_at_with_bm25(setup):
+    pytest.importorskip("bm25s")
+    from realm_hf.index.bm25 import Bm25Retriever
+
+    model, tokenizer, index = setup
+    bm25 = Bm25Retriever(index)
+    examples = [
+        {"question": "who discovered polonium", "answers": ["Warsaw"]},  # Marie Curie's block, first for BM25
+        {"question": "what did herman melville write", "answers": ["Africa"]},  # the Sahara's: not BM25's first
+    ]
+    metrics, predictions = evaluate_open_qa(
+        model, tokenizer, index, examples, retrieval="bm25", bm25=bm25, recall_at=(1, 6), progress=False
+    )
+    texts = _recall_by_hand(model, tokenizer, index, examples, 6, bm25=bm25)
+    assert metrics["retrieval_recall@1"] == recall_at_k(texts, [e["answers"] for e in examples], 1) == 50.0
+    assert metrics["retrieval_recall@6"] == 100.0
+    assert [p["retrieval_hits"] for p in predictions] == [{"1": True, "6": True}, {"1": False, "6": True}]
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("5,x", "recall_at needs comma-separated positive integers, got '5,x'"),
+        ("0,5", "got '0,5'"),
+        ("", "got ''"),
+        ([5, 0], r"recall_at needs a sequence of positive integers, got \[5, 0\]"),
+        ([2.5], "got \\[2.5\\]"),
+        ([True], "got \\[True\\]"),
+        ((), "got \\(\\)"),
+        ([99], "recall_at=99 is more than the 6 blocks of the index"),
+    ],
+)
+def test_bad_recall_at_raises(setup, value, message):
+    model, tokenizer, index = setup
+    with pytest.raises(ValueError, match=message):
+        evaluate_open_qa(model, tokenizer, index, QUESTIONS, recall_at=value, progress=False)
+
+
+def test_parse_recall_at():
+    assert parse_recall_at(None) is None
+    assert parse_recall_at(" 100, 5,20,5") == (5, 20, 100)
+    with pytest.raises(ValueError, match=re.escape("--recall_at needs comma-separated positive integers, got '5,-1'")):
+        parse_recall_at("5,-1")
+
+
+def test_the_recall_at_flag_reaches_the_evaluation(saved_model, tmp_path, capsys):
+    from realm_hf.training import main_evaluate
+
+    qa_file = tmp_path / "qa.jsonl"
+    qa_file.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS[:4]))
+    predictions_file = tmp_path / "predictions.jsonl"
+    argv = ["--model", str(saved_model), "--qa_file", str(qa_file), "--predictions_file", str(predictions_file)]
+    metrics = main_evaluate(argv + ["--recall_at", "6,1"], prog="realm-hf evaluate")
+    assert metrics["retrieval_recall@6"] == 100.0 and "retrieval_recall@1" in metrics
+    assert set(json.loads(predictions_file.read_text().splitlines()[0])["retrieval_hits"]) == {"1", "6"}
+    assert "retrieval_recall@6" not in main_evaluate(argv, prog="realm-hf evaluate")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main_evaluate(argv + ["--recall_at", "5,x"], prog="realm-hf evaluate")
+    assert exit_info.value.code == 2
+    assert "--recall_at needs comma-separated positive integers, got '5,x'" in capsys.readouterr().err

@@ -6,6 +6,8 @@ Per question: embed it with the query tower, retrieve the top-k blocks (dense MI
 score them with the blocks' stored embeddings, read `[CLS] question [SEP] body [SEP]` for each, and predict the span
 maximizing `log p(z|x) + log p(s|z,x)`. Exact match follows `realm_hf.metrics.exact_match` (SQuAD normalization;
 `pattern.match` for regex answers); Recall@k is DPR's `has_answer` on the title and body of the top-k blocks.
+With `recall_at=(5, 20, 100)` one more pass retrieves (without reading) the top-100 blocks of each question and reports
+the retriever's `retrieval_recall@5/20/100` on the same questions.
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ __all__ = [
     "evaluate_open_qa",
     "load_open_qa",
     "make_collator",
+    "parse_recall_at",
     "resolve_index_directory",
+    "retrieval_hits",
     "retrieve_and_collate",
+    "retrieve_blocks",
     "run_evaluation",
 ]
 
@@ -67,6 +72,46 @@ def make_collator(
     )
 
 
+def retrieve_blocks(
+    model: Any,
+    index: Any,
+    collator: OpenQaCollator,
+    examples: Sequence[dict[str, Any]],
+    k: int,
+    device: torch.device | str | None = None,
+    retrieval: str = "dense",
+    bm25: Any = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""
+    `(scores, block_ids)`, each `[B, k]` on CPU: the top-`k` blocks of each question, best first, that
+    [`retrieve_and_collate`] collates (same arguments; `examples` already normalized), found without reading them.
+    """
+    if retrieval not in RETRIEVALS:
+        raise ValueError(f"retrieval must be one of {RETRIEVALS}, got {retrieval!r}.")
+    if retrieval == "bm25":
+        if bm25 is None:
+            raise ValueError("retrieval='bm25' needs a Bm25Retriever: pass bm25=Bm25Retriever(index).")
+        block_ids, scores = bm25.search_text([e["question"] for e in examples], k, return_scores=True)
+        return scores, block_ids
+    queries = collator.encode_questions(examples)
+    if device is None:
+        device = next(model.parameters()).device
+    # the choice of blocks should not depend on dropout: search with the query tower in eval mode
+    tower = getattr(model, "retriever", model)
+    was_training = tower.training
+    tower.eval()
+    try:
+        with torch.no_grad():
+            query_embeds = model.embed_queries(
+                queries["query_input_ids"].to(device),
+                queries["query_attention_mask"].to(device),
+                queries["query_token_type_ids"].to(device),
+            )  # [B, D]
+    finally:
+        tower.train(was_training)
+    return index.search(query_embeds.float().cpu(), k)  # [B, k]
+
+
 def retrieve_and_collate(
     model: Any,
     index: Any,
@@ -78,7 +123,8 @@ def retrieve_and_collate(
     bm25: Any = None,
 ) -> dict[str, Any]:
     r"""
-    Retrieve the top-`k` blocks of each question and collate the `RealmForOpenQA` batch (see [`OpenQaCollator`]).
+    Retrieve the top-`k` blocks of each question ([`retrieve_blocks`]) and collate the `RealmForOpenQA` batch (see
+    [`OpenQaCollator`]).
 
     Args:
         model: A `RealmForOpenQA` (or anything with `embed_queries`); queries are embedded without gradient.
@@ -93,36 +139,86 @@ def retrieve_and_collate(
     Returns:
         The collated batch on CPU, plus `retrieval_scores` `[B, k]` (the index's or BM25's scores).
     """
-    if retrieval not in RETRIEVALS:
-        raise ValueError(f"retrieval must be one of {RETRIEVALS}, got {retrieval!r}.")
     examples = collator.normalize_examples(examples)
-    if retrieval == "dense":
-        queries = collator.encode_questions(examples)
-        if device is None:
-            device = next(model.parameters()).device
-        # the choice of blocks should not depend on dropout: search with the query tower in eval mode
-        tower = getattr(model, "retriever", model)
-        was_training = tower.training
-        tower.eval()
-        try:
-            with torch.no_grad():
-                query_embeds = model.embed_queries(
-                    queries["query_input_ids"].to(device),
-                    queries["query_attention_mask"].to(device),
-                    queries["query_token_type_ids"].to(device),
-                )  # [B, D]
-        finally:
-            tower.train(was_training)
-        scores, block_ids = index.search(query_embeds.float().cpu(), k)  # [B, k]
-    else:
-        if bm25 is None:
-            raise ValueError("retrieval='bm25' needs a Bm25Retriever: pass bm25=Bm25Retriever(index).")
-        block_ids, scores = bm25.search_text([e["question"] for e in examples], k, return_scores=True)
+    scores, block_ids = retrieve_blocks(model, index, collator, examples, k, device, retrieval=retrieval, bm25=bm25)
     columns = [c for c in _BLOCK_COLUMNS if c in index.blocks.column_names]
     rows = index.get_blocks(block_ids, columns=columns)
     batch = collator(examples, rows, block_embeddings(index, block_ids))
     batch["retrieval_scores"] = scores
     return batch
+
+
+def _block_text(title: Any, text: Any) -> str:
+    """A block as Recall@k searches it: title and body."""
+    return f"{title or ''} {text or ''}".strip()
+
+
+def parse_recall_at(value: str | Sequence[int] | None, option: str = "--recall_at") -> tuple[int, ...] | None:
+    r"""
+    The depths of [`evaluate_open_qa`]'s `recall_at`: `"5,20,100"` or `(5, 20, 100)` -> `(5, 20, 100)` (sorted, without
+    repeats); `None` -> `None`.
+
+    Raises:
+        `ValueError`: naming `option` and the value, when a depth is not a positive integer.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts = [part.strip() for part in value.split(",")]
+        ok = all(part.isdigit() and int(part) > 0 for part in parts)
+        depths = [int(part) for part in parts] if ok else []
+    else:
+        depths = list(value) if isinstance(value, Sequence) else []
+        ok = bool(depths) and all(
+            isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > 0 for k in depths
+        )
+    if not ok:
+        text = isinstance(value, str)
+        wanted, example = ("comma-separated", "5,20,100") if text else ("a sequence of", "(5, 20, 100)")
+        raise ValueError(f"{option} needs {wanted} positive integers, got {value!r} (e.g. {example}).")
+    return tuple(sorted({int(k) for k in depths}))
+
+
+def retrieval_hits(
+    model: Any,
+    index: Any,
+    collator: OpenQaCollator,
+    examples: Sequence[dict[str, Any]],
+    depths: Sequence[int],
+    batch_size: int = 16,
+    device: torch.device | str | None = None,
+    retrieval: str = "dense",
+    bm25: Any = None,
+    progress: bool = True,
+) -> list[dict[str, bool]]:
+    r"""
+    Per question, whether an answer is in its top-`k` retrieved blocks for each `k` of `depths`: one retrieval
+    ([`retrieve_blocks`], `max(depths)` blocks a question, `batch_size` questions a search) and nothing read.
+
+    A block holds an answer by DPR's [`has_answer`] on its title and body, as [`recall_at_k`] decides it, so the
+    percentage of `True` under `str(k)` is `recall_at_k` of the top-`k` blocks.
+
+    Returns:
+        `list[dict[str, bool]]`: `{"5": bool, "20": bool, ...}` a question, the keys in the order of `depths`.
+    """
+    depth = max(depths)
+    columns = [c for c in ("title", "text") if c in index.blocks.column_names]
+    hits: list[dict[str, bool]] = []
+    bar = tqdm(total=len(examples), desc=f"retrieval recall@{depth}", disable=not progress)
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        _, block_ids = retrieve_blocks(model, index, collator, chunk, depth, device, retrieval=retrieval, bm25=bm25)
+        rows = index.get_blocks(block_ids, columns=columns)
+        for b, example in enumerate(chunk):
+            titles = rows["title"][b] if "title" in rows else [""] * len(rows["text"][b])
+            texts = (_block_text(title, text) for title, text in zip(titles, rows["text"][b]))
+            # the rank of the first block with an answer (`depth` when none): found at k iff it is below k
+            answers, answer_format = example["answers"], example["answer_format"]
+            first = next((rank for rank, text in enumerate(texts) if has_answer(text, answers, answer_format)), depth)
+            hits.append({str(k): first < k for k in depths})
+        bar.update(len(chunk))
+    bar.close()
+    return hits
 
 
 @torch.no_grad()
@@ -141,6 +237,7 @@ def evaluate_open_qa(
     reader_max_length: int | None = None,
     truncate_questions: bool = False,
     progress: bool = True,
+    recall_at: Sequence[int] | None = None,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     r"""
     Open-QA evaluation: exact match and Recall@k over `examples`, with per-question predictions and provenance.
@@ -163,6 +260,9 @@ def evaluate_open_qa(
         truncate_questions (`bool`, defaults to `False`): Cut questions longer than `query_max_length` instead of
             raising.
         progress (`bool`): Show a tqdm bar.
+        recall_at (`Sequence[int]`, *optional*): Retrieval depths, e.g. `(5, 20, 100)`: one more pass retrieves the
+            top `max(recall_at)` blocks of each question (the same `retrieval`, `batch_size` questions a search) without
+            reading them, for the retriever's `retrieval_recall@{k}` at each depth (independent of `top_k`).
 
     Returns:
         `(metrics, predictions)`: `metrics` holds `exact_match` and `recall@{k}` (and `recall@1`) as percentages,
@@ -172,6 +272,9 @@ def evaluate_open_qa(
         each prediction is a dict with `id`, `question`, `answers`, `answer_format`, `prediction`, `correct`,
         `score` (`log p(z|x) + log p(s|z,x)`), `retrieval_prob` (`p(z|x)` of the block), `block_id`, `title`,
         `evidence` (the block body with the answer marked `**...**`), `answer_in_top_k`, `retrieved_block_ids`.
+        With `recall_at`, `metrics` holds `retrieval_recall@{k}` for each depth (percentages, by [`recall_at_k`]'s
+        rule) and each prediction `retrieval_hits`, `{"5": bool, "20": bool, ...}`: whether an answer is in the top-k
+        blocks of that question (for a bootstrap of the recall).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
@@ -179,6 +282,9 @@ def evaluate_open_qa(
     if not examples:
         raise ValueError("evaluate_open_qa got no examples.")
     k = int(top_k or model.config.top_k)
+    depths = parse_recall_at(recall_at, option="recall_at")
+    if depths is not None and depths[-1] > index.num_blocks:
+        raise ValueError(f"recall_at={depths[-1]} is more than the {index.num_blocks} blocks of the index; lower it.")
     if retrieval == "bm25" and bm25 is None:
         from .index.bm25 import Bm25Retriever
 
@@ -211,7 +317,7 @@ def evaluate_open_qa(
                 span_start, span_end = int(out.best_start[b]), int(out.best_end[b])
                 block = batch["candidates"][b][candidate]
                 answer, _, _ = block.span_to_text(span_start, span_end, tokenizer)
-                texts = [f"{c.title} {c.text}".strip() for c in batch["candidates"][b]]
+                texts = [_block_text(c.title, c.text) for c in batch["candidates"][b]]
                 retrieved_texts.append(texts)
                 predictions.append(
                     {
@@ -235,6 +341,13 @@ def evaluate_open_qa(
                 )
             bar.update(len(chunk))
         bar.close()
+        if depths is not None:
+            hits = retrieval_hits(
+                model, index, collator, examples, depths, batch_size, device, retrieval=retrieval, bm25=bm25,
+                progress=progress,
+            )
+            for prediction, question_hits in zip(predictions, hits):
+                prediction["retrieval_hits"] = question_hits
     finally:
         model.train(was_training)
 
@@ -246,6 +359,9 @@ def evaluate_open_qa(
     metrics[f"recall@{k}"] = recall_at_k(retrieved_texts, references, k, formats)
     if k > 1:
         metrics["recall@1"] = recall_at_k(retrieved_texts, references, 1, formats)
+    for depth in depths or ():
+        found = sum(p["retrieval_hits"][str(depth)] for p in predictions)
+        metrics[f"retrieval_recall@{depth}"] = 100.0 * found / len(predictions)
     metrics["answerable"] = 100.0 * answerable / len(predictions)
     retrieved = [p["correct"] for p in predictions if p["answer_in_top_k"]]
     if retrieved:  # the reader's share, apart from the retriever's
@@ -346,6 +462,15 @@ class OpenQaEvaluationArguments:
         default=False,
         metadata={"help": "Read the faiss file of an index from the Hub instead of rebuilding it from its embeddings."},
     )
+    recall_at: str | None = field(
+        default=None,
+        metadata={"help": "Retrieval depths, e.g. 5,20,100: one more pass retrieves (without reading) the top "
+                          "max(k) blocks of each question for the retriever's retrieval_recall@k metrics, and each "
+                          "prediction gets retrieval_hits {'5': bool, ...}."},
+    )
+
+    def __post_init__(self) -> None:
+        parse_recall_at(self.recall_at)  # a bad value fails before the model loads
 
 
 def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
@@ -358,6 +483,7 @@ def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
     metrics, _ = evaluate_open_qa(
         model, tokenizer, index, examples, top_k=args.top_k, batch_size=args.batch_size, retrieval=args.retrieval,
         predictions_file=args.predictions_file, truncate_questions=args.truncate_questions,
+        recall_at=parse_recall_at(args.recall_at),
     )
     if args.metrics_file:
         write_metrics_file(args.metrics_file, metrics, model=args.model, qa_file=args.qa_file, retrieval=args.retrieval)
