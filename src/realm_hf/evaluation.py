@@ -17,7 +17,6 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,6 @@ from .metrics import evaluate_predictions, exact_match, has_answer, recall_at_k
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "OpenQaEvaluationArguments",
     "block_embeddings",
     "evaluate_open_qa",
     "load_open_qa",
@@ -41,7 +39,6 @@ __all__ = [
     "retrieval_hits",
     "retrieve_and_collate",
     "retrieve_blocks",
-    "run_evaluation",
 ]
 
 RETRIEVALS = ("dense", "bm25")
@@ -440,54 +437,6 @@ def load_open_qa(
         source = os.fspath(index_dir) if index_dir is not None else f"the index of the model at {model_dir}"
         index.manifest.check_compatible(expected_fingerprint=current, source=source)  # raises
     return model, tokenizer, index
-
-
-@dataclass
-class OpenQaEvaluationArguments:
-    """Arguments of `examples/evaluate_openqa.py`."""
-
-    model: str = field(metadata={"help": "A RealmForOpenQA directory (e.g. <finetune output>/final)."})
-    qa_file: str = field(metadata={"help": "QA JSONL file(s) (comma-separated or a glob)."})
-    index_dir: str | None = field(default=None, metadata={"help": "Index directory (default: the model's own)."})
-    max_questions: int | None = field(default=None, metadata={"help": "Evaluate only the first N questions."})
-    skip_questions: int = field(default=0, metadata={"help": "Skip the first N questions (e.g. those trained on)."})
-    top_k: int | None = field(default=None, metadata={"help": "Blocks per question (default: config.top_k)."})
-    batch_size: int = field(default=16, metadata={"help": "Questions per forward pass."})
-    retrieval: str = field(default="dense", metadata={"help": "'dense' or 'bm25' (same reader)."})
-    predictions_file: str | None = field(default=None, metadata={"help": "Write per-question predictions (JSONL)."})
-    metrics_file: str | None = field(default=None, metadata={"help": "Write the metrics (JSON)."})
-    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
-    check_fingerprint: bool = field(default=True, metadata={"help": "Refuse an index built by other doc-tower weights."})
-    trust_index_file: bool = field(
-        default=False,
-        metadata={"help": "Read the faiss file of an index from the Hub instead of rebuilding it from its embeddings."},
-    )
-    recall_at: str | None = field(
-        default=None,
-        metadata={"help": "Retrieval depths, e.g. 5,20,100: one more pass retrieves (without reading) the top "
-                          "max(k) blocks of each question for the retriever's retrieval_recall@k metrics, and each "
-                          "prediction gets retrieval_hits {'5': bool, ...}."},
-    )
-
-    def __post_init__(self) -> None:
-        parse_recall_at(self.recall_at)  # a bad value fails before the model loads
-
-
-def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
-    """Load the model and its index, evaluate, write the files asked for; returns the metrics."""
-    model, tokenizer, index = load_open_qa(
-        args.model, args.index_dir, check_fingerprint=args.check_fingerprint, trust_index_file=args.trust_index_file
-    )
-    limit = None if args.max_questions is None else args.skip_questions + args.max_questions
-    examples = load_qa_examples(args.qa_file, max_questions=limit)[args.skip_questions :]
-    metrics, _ = evaluate_open_qa(
-        model, tokenizer, index, examples, top_k=args.top_k, batch_size=args.batch_size, retrieval=args.retrieval,
-        predictions_file=args.predictions_file, truncate_questions=args.truncate_questions,
-        recall_at=parse_recall_at(args.recall_at),
-    )
-    if args.metrics_file:
-        write_metrics_file(args.metrics_file, metrics, model=args.model, qa_file=args.qa_file, retrieval=args.retrieval)
-    return metrics
 
 
 def write_metrics_file(path: str, metrics: dict[str, float], model: str, qa_file: str, retrieval: str = "dense") -> None:

@@ -19,6 +19,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+import numpy as np
 import regex
 import torch
 
@@ -26,6 +27,7 @@ import torch
 __all__ = [
     "ANSWER_FORMATS",
     "EVALUATE_MODULE_PATH",
+    "bootstrap_interval",
     "CorpusAnswerFinder",
     "compile_answer_pattern",
     "evaluate_predictions",
@@ -300,6 +302,45 @@ def recall_at_k(
         if any(has_answer(text, answers, answer_format) for text in list(texts)[:k]):
             hits += 1
     return 100.0 * hits / len(references)
+
+
+def bootstrap_interval(
+    hits: Sequence[bool | float], confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
+    r"""
+    Percentile bootstrap interval of a percentage (exact match, Recall@k) over questions: the questions are resampled
+    with replacement `resamples` times and the mean of each resample is taken.
+
+    Args:
+        hits (`Sequence[bool | float]`): One value per question (1/True when it counts, e.g. the answer was exact).
+        confidence (`float`, defaults to 0.95): The interval's coverage.
+        resamples (`int`, defaults to 10,000): Bootstrap resamples.
+        seed (`int`, defaults to 0): Seed of the resampling (the interval is reproducible).
+
+    Returns:
+        `(low, high)`: the interval as percentages in [0, 100].
+
+    Example:
+
+    ```python
+    >>> low, high = bootstrap_interval([True] * 30 + [False] * 70)
+    >>> round(low), round(high)
+    (21, 39)
+    ```
+    """
+    values = np.asarray(hits, dtype=np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"bootstrap_interval needs one value per question, got shape {values.shape}.")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}.")
+    generator = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    for start in range(0, resamples, 1000):  # 1,000 resamples at a time: [1000, N] indices
+        stop = min(start + 1000, resamples)
+        means[start:stop] = values[generator.integers(0, values.size, size=(stop - start, values.size))].mean(axis=1)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return 100.0 * float(low), 100.0 * float(high)
 
 
 class CorpusAnswerFinder:

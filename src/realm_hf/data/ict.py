@@ -18,6 +18,7 @@ import torch
 from datasets.fingerprint import Hasher
 
 from ..corpus.blocks import split_sentences
+from ..utils.tokenizer_fingerprint import tokenizer_fingerprint
 from .collators import pad_sequences
 
 
@@ -162,7 +163,7 @@ def build_ict_dataset(
         )
 
     fingerprint = Hasher.hash(
-        (_ICT_VERSION, blocks._fingerprint, tokenizer, query_max_length, block_max_length, remove_probability, seed)
+        (_ICT_VERSION, blocks._fingerprint, tokenizer_fingerprint(tokenizer), query_max_length, block_max_length, remove_probability, seed)
     )
     cache_file_name = None
     if cache_dir is not None:

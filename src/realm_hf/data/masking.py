@@ -22,6 +22,7 @@ from ..corpus.articles import load_articles
 from ..corpus.blocks import split_sentences
 from ..modeling.knowledge_encoder import IGNORE_INDEX
 from ..utils.quiet import without_datasets_bars
+from ..utils.tokenizer_fingerprint import tokenizer_fingerprint
 from .salient_spans import SalientSpanTagger, Span, Tagger, find_date_spans
 
 
@@ -309,7 +310,7 @@ def build_masked_dataset(
             (
                 _MASKING_VERSION,
                 dataset._fingerprint,
-                tokenizer,
+                tokenizer_fingerprint(tokenizer),
                 strategy,
                 tagger_key,
                 query_max_length,

@@ -70,7 +70,7 @@ def load_eval_results(source: str | os.PathLike | Mapping | Sequence) -> list[di
     `dataset` (a Hub dataset id or a short name) is required, and at least one metric: `exact_match` and/or
     `recall@K` (percentages in [0, 100], as [`realm_hf.metrics`] returns them). Optional: `dataset_name`, `split`,
     `count`, `task` (model-index task type, default `"question-answering"`), `top_k`, `index_repo_id`, `model`.
-    Without `dataset`, the name of `qa_file` (as `realm_hf.evaluation.run_evaluation` writes it) stands in.
+    Without `dataset`, the name of `qa_file` (as `realm_hf.training.entry_points.run_evaluation` writes it) stands in.
 
     Returns:
         `list[dict]`: one entry per object: `dataset`, `dataset_name`, `split`, `count`, `task`, `metrics`
@@ -90,7 +90,7 @@ def load_eval_results(source: str | os.PathLike | Mapping | Sequence) -> list[di
     results = []
     for position, entry in enumerate(entries):
         if isinstance(entry, Mapping) and not entry.get("dataset") and isinstance(entry.get("qa_file"), str):
-            # the metrics file of realm_hf.evaluation.run_evaluation names the QA file, not the dataset
+            # the metrics file of realm_hf.training.entry_points.run_evaluation names the QA file, not the dataset
             # a row slice of the file (nq-dev.jsonl[:1000], see realm_hf.data.openqa.split_slice) is the split
             path, rows = split_slice(entry["qa_file"].split(",")[0])
             split = f"rows {rows.start or 0}-{rows.stop - 1}" if rows.stop is not None else (

@@ -101,6 +101,17 @@ class PretrainingArguments:
     """REALM pre-training specifics."""
 
     masking: str = field(default="salient_span", metadata={"help": "salient_span / random_token / random_span."})
+    masked_sentences: str | None = field(
+        default=None,
+        metadata={
+            "help": "A directory of masked sentences written by `realm-hf mask` (same config): train on them instead "
+            "of masking here (no spaCy needed). For `realm-hf mask`, where to write them."
+        },
+    )
+    mask_source_blocks: int | None = field(
+        default=None,
+        metadata={"help": "With X = Z: mask the sentences of a seeded sample of N blocks (default: all blocks)."},
+    )
     num_candidates: int = field(default=8, metadata={"help": "Documents per sentence, the null document included."})
     use_null_document: bool = field(default=True, metadata={"help": "Add the null document to every candidate set."})
     refresh_schedule: str = field(default="500", metadata={"help": "'500' or Atlas-style '0-1000:100,1000-:500'."})
@@ -205,6 +216,8 @@ class PretrainingArguments:
     )
 
     def __post_init__(self) -> None:
+        if self.mask_source_blocks is not None and self.mask_source_blocks < 1:
+            raise ValueError(f"--mask_source_blocks must be a positive number of blocks, got {self.mask_source_blocks}.")
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
         if self.refresh_time_share is not None:
@@ -316,6 +329,41 @@ class OpenQaArguments:
 
 
 T = TypeVar("T")
+
+
+_RECALL_AT_HELP = (
+    "Retrieval depths, e.g. 5,20,100: one more pass retrieves (without reading) the top max(k) blocks of each "
+    "question for the retriever's retrieval_recall@k metrics, and each prediction gets retrieval_hits {'5': bool}."
+)
+
+
+@dataclass
+class OpenQaEvaluationArguments:
+    """Arguments of `realm-hf evaluate` and `examples/evaluate_openqa.py`."""
+
+    model: str = field(metadata={"help": "A RealmForOpenQA directory (e.g. <finetune output>/final)."})
+    qa_file: str = field(metadata={"help": "QA JSONL file(s) (comma-separated or a glob)."})
+    index_dir: str | None = field(default=None, metadata={"help": "Index directory (default: the model's own)."})
+    max_questions: int | None = field(default=None, metadata={"help": "Evaluate only the first N questions."})
+    skip_questions: int = field(default=0, metadata={"help": "Skip the first N questions (e.g. those trained on)."})
+    top_k: int | None = field(default=None, metadata={"help": "Blocks per question (default: config.top_k)."})
+    batch_size: int = field(default=16, metadata={"help": "Questions per forward pass."})
+    retrieval: str = field(default="dense", metadata={"help": "'dense' or 'bm25' (same reader)."})
+    predictions_file: str | None = field(default=None, metadata={"help": "Write per-question predictions (JSONL)."})
+    metrics_file: str | None = field(default=None, metadata={"help": "Write the metrics (JSON)."})
+    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+    check_fingerprint: bool = field(default=True, metadata={"help": "Refuse an index built by other doc-tower weights."})
+    trust_index_file: bool = field(
+        default=False,
+        metadata={"help": "Read the faiss file of an index from the Hub instead of rebuilding it from its embeddings."},
+    )
+    device: str | None = field(default=None, metadata={"help": "Where the model runs (default: cuda when there is one)."})
+    recall_at: str | None = field(default=None, metadata={"help": _RECALL_AT_HELP})
+
+    def __post_init__(self) -> None:
+        from ..evaluation import parse_recall_at
+
+        parse_recall_at(self.recall_at)  # a bad value fails before the model loads
 
 
 def parse_arguments(dataclass_types: tuple[type, ...], argv: list[str] | None = None, prog: str | None = None) -> tuple:

@@ -29,10 +29,14 @@ from ..validation import (
     check_refresh_schedule,
 )
 from .arguments import (
-    CorpusArguments, IctArguments, LoopArguments, ModelArguments, OpenQaArguments, PretrainingArguments, parse_arguments,
+    CorpusArguments, IctArguments, LoopArguments, ModelArguments, OpenQaArguments, OpenQaEvaluationArguments,
+    PretrainingArguments, parse_arguments,
 )
 
-__all__ = ["ENTRY_POINTS", "main_evaluate", "main_finetune", "main_ict", "main_pretrain", "parse_command_line"]
+__all__ = [
+    "ENTRY_POINTS", "main_evaluate", "main_finetune", "main_ict", "main_mask", "main_pretrain", "parse_command_line",
+    "run_evaluation",
+]
 
 _CONFIG_HELP = (
     "Arguments come from `--config FILE.yaml` (keys are the argument names below) and/or the command line; "
@@ -184,6 +188,61 @@ def main_pretrain(argv: Sequence[str] | None = None, prog: str | None = None) ->
     return RealmPretrainer(loop, model, corpus, pretraining).train()
 
 
+def main_mask(argv: Sequence[str] | None = None, prog: str | None = None) -> dict:
+    r"""
+    Masking ahead of pre-training: the masked sentences of a `realm-hf pretrain` config (salient spans need spaCy)
+    written to `--masked_sentences DIR`, which `realm-hf pretrain --masked_sentences DIR` then trains on. A complete
+    directory made with the same settings is kept (the stage is done); one made with others is refused.
+
+    Args:
+        argv (`Sequence[str]`, *optional*): The arguments of `realm-hf pretrain` (default: `sys.argv[1:]`);
+            `--masked_sentences` is required.
+        prog (`str`, *optional*): The command's name in messages.
+
+    Returns:
+        `dict`: the directory's metadata (sentence and block counts, blocks checksum, settings).
+    """
+    from transformers import AutoTokenizer
+
+    from .models import pretraining_tokenizer_path
+    from .pretraining_data import (
+        load_blocks, mask_sentences, masking_settings, read_masked_metadata, save_masked_sentences,
+    )
+
+    loop, model, corpus, pretraining = parse_command_line(
+        PRETRAIN_ARGUMENTS, argv, prog, "Mask the pre-training sentences ahead (salient spans: spaCy), for "
+        "`realm-hf pretrain --masked_sentences DIR`.",
+    )
+    prog = prog or "realm-hf mask"
+    directory = pretraining.masked_sentences
+    if directory is None:
+        _fail(prog, "--masked_sentences DIR is required: the directory to write the masked sentences to.")
+    settings = masking_settings(corpus, pretraining, loop.seed)
+    existing = read_masked_metadata(directory)
+    if existing is not None:
+        if existing.get("settings") != settings:
+            _fail(
+                prog,
+                f"--masked_sentences {directory!r} already holds sentences masked with other settings "
+                f"({existing.get('settings')}); choose another directory or delete it.",
+            )
+        print(f"{directory} already holds the masked sentences of these settings ({existing['num_sentences']}).")
+        return existing
+    if os.path.exists(directory) and os.listdir(directory):
+        _fail(
+            prog,
+            f"--masked_sentences {directory!r} exists and is not a complete `realm-hf mask` output (an interrupted "
+            "write?); delete it or choose another directory.",
+        )
+    tokenizer = AutoTokenizer.from_pretrained(pretraining_tokenizer_path(model))
+    blocks = load_blocks(tokenizer, corpus)
+    masked = mask_sentences(tokenizer, blocks, corpus, pretraining, loop.seed)
+    save_masked_sentences(masked, directory, blocks, settings)
+    metadata = read_masked_metadata(directory)
+    print(json.dumps({name: metadata[name] for name in ("num_sentences", "num_blocks", "blocks_checksum")}))
+    return metadata
+
+
 def main_ict(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
     r"""
     Inverse Cloze Task warm start of the retriever ([`IctTrainer`]); the retriever lands in `<output_dir>/final`
@@ -239,8 +298,6 @@ def main_evaluate(argv: Sequence[str] | None = None, prog: str | None = None) ->
     Returns:
         `dict[str, float]`: the metrics.
     """
-    from ..evaluation import OpenQaEvaluationArguments, run_evaluation
-
     (args,) = parse_command_line(
         (OpenQaEvaluationArguments,), argv, prog,
         "Open-QA evaluation of a saved RealmForOpenQA with its index: exact match, Recall@k, predictions.",
@@ -250,8 +307,34 @@ def main_evaluate(argv: Sequence[str] | None = None, prog: str | None = None) ->
     return metrics
 
 
+
+def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
+    """Load the model and its index, evaluate, write the files asked for; returns the metrics."""
+    import torch
+
+    from ..data.openqa import load_qa_examples
+    from ..evaluation import evaluate_open_qa, load_open_qa, parse_recall_at, write_metrics_file
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model, tokenizer, index = load_open_qa(
+        args.model, args.index_dir, check_fingerprint=args.check_fingerprint, device=device,
+        trust_index_file=args.trust_index_file,
+    )
+    limit = None if args.max_questions is None else args.skip_questions + args.max_questions
+    examples = load_qa_examples(args.qa_file, max_questions=limit)[args.skip_questions :]
+    metrics, _ = evaluate_open_qa(
+        model, tokenizer, index, examples, top_k=args.top_k, batch_size=args.batch_size, retrieval=args.retrieval,
+        predictions_file=args.predictions_file, truncate_questions=args.truncate_questions,
+        recall_at=parse_recall_at(args.recall_at),
+    )
+    if args.metrics_file:
+        write_metrics_file(args.metrics_file, metrics, model=args.model, qa_file=args.qa_file, retrieval=args.retrieval)
+    return metrics
+
+
 ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "pretrain": main_pretrain,
+    "mask": main_mask,
     "ict": main_ict,
     "finetune": main_finetune,
     "evaluate": main_evaluate,

@@ -21,9 +21,7 @@ import torch
 from torch import nn
 from transformers import AutoTokenizer
 
-from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.collators import RealmPretrainingCollator, pad_sequences, retriever_inputs
-from ..data.masking import build_masked_dataset
 from ..index import RealmIndex
 from ..metrics import CorpusAnswerFinder
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
@@ -33,6 +31,7 @@ from .models import load_models, pretraining_tokenizer_path
 from .precision import resolve_embed_dtype
 from .pretrain_evaluation import held_out_sentence_figures, zero_shot_recall
 from .pretrain_index import PretrainingIndexMixin
+from .pretraining_data import prepare_pretraining_data
 from .retriever_learning import RetrieverLearningTracker
 
 logger = logging.getLogger(__name__)
@@ -143,20 +142,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
 
         work = os.path.join(loop_args.output_dir, "corpus")
         with accelerator.main_process_first():
-            articles = load_corpus_articles(corpus_args.corpus, corpus_args.max_articles)
-            self.blocks = split_into_blocks(
-                articles, self.tokenizer, max_length=corpus_args.block_length, num_proc=corpus_args.num_proc,
-                cache_dir=corpus_args.cache_dir,
-            )
-            self.x_is_z = corpus_args.pretraining_corpus is None
-            source = self.blocks if self.x_is_z else load_corpus_articles(
-                corpus_args.pretraining_corpus, corpus_args.max_pretraining_articles
-            )
-            masked = build_masked_dataset(
-                source, self.tokenizer, strategy=pretraining_args.masking, tagger=tagger,
-                query_max_length=corpus_args.query_max_length, seed=loop_args.seed,
-                num_proc=corpus_args.num_proc, cache_dir=corpus_args.cache_dir,
-            )
+            data = prepare_pretraining_data(self.tokenizer, corpus_args, pretraining_args, loop_args.seed, tagger)
+        self.blocks, self.x_is_z, masked = data.blocks, data.x_is_z, data.masked
         held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
         self.train_examples = split["train"] if split else masked

@@ -4,13 +4,13 @@ zero-shot Recall@k of the retriever on QA pairs. [`RealmPretrainer.evaluate`] re
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable
 
 import datasets
 import torch
 
+from ..data.qa_examples import load_qa_examples
 from ..index import RealmIndex
 from ..metrics import CorpusAnswerFinder, recall_at_k
 from ..modeling import RealmRetriever
@@ -118,13 +118,11 @@ def zero_shot_recall(
     `answer_format`): an answer in the top-k blocks. With `answer_finder`, the first `max_questions` questions whose
     answer occurs somewhere in its corpus (the others no retriever can find)."""
     rows = []
-    with open(qa_file, encoding="utf-8") as f:
-        for line in f:
-            if len(rows) == max_questions:
-                break
-            row = json.loads(line)
-            if answer_finder is None or answer_finder.has_answer(row["answers"], row.get("answer_format", "text")):
-                rows.append(row)
+    for row in load_qa_examples(qa_file):  # a file, or a slice of one: nq-dev.jsonl[1000:1500]
+        if len(rows) == max_questions:
+            break
+        if answer_finder is None or answer_finder.has_answer(row["answers"], row.get("answer_format", "text")):
+            rows.append(row)
     if not rows:
         raise ValueError(f"No question of {qa_file} has an answer in the knowledge corpus; use a larger corpus.")
     retrieved, references, formats = [], [], []

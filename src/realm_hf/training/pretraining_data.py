@@ -1,0 +1,194 @@
+"""The data of REALM pre-training: the knowledge corpus Z cut into blocks, and the masked sentences X.
+
+Masking runs spaCy (salient spans), which a GPU node may not have and which is slow next to a GPU: `realm-hf mask`
+masks ahead, on any machine, with the same config as `realm-hf pretrain`, and writes the sentences to a directory
+(Arrow, `datasets.save_to_disk`); `realm-hf pretrain --masked_sentences DIR` then trains on them without masking.
+
+    realm-hf mask --config examples/configs/wiki-gpu-realm.yaml --masked_sentences outputs/wiki/masked
+    accelerate launch -m realm_hf.cli pretrain --config examples/configs/wiki-gpu-realm.yaml \
+        --masked_sentences outputs/wiki/masked
+
+Sentences drawn from Z itself (X = Z) point at the block they came from (`source_block_id`, excluded from their
+candidates), so the directory records a checksum of the blocks' wordpieces: pre-training refuses it when its own
+blocks differ (another corpus slice, block length or tokenizer).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+
+import datasets
+import numpy as np
+import xxhash
+
+from ..corpus import load_corpus_articles, split_into_blocks
+from ..data.masking import build_masked_dataset
+from .arguments import CorpusArguments, PretrainingArguments
+
+logger = logging.getLogger(__name__)
+
+MASKED_SENTENCES_FILE = "masked_sentences.json"
+"""The metadata file of a `realm-hf mask` directory (beside the Arrow files of `save_to_disk`)."""
+_FORMAT = 1
+
+
+@dataclass
+class PretrainingData:
+    """The blocks of Z (`block_id`, `input_ids`, ...), the masked sentences X and whether X is drawn from Z."""
+
+    blocks: datasets.Dataset
+    masked: datasets.Dataset
+    x_is_z: bool
+
+
+def blocks_checksum(blocks: datasets.Dataset) -> str:
+    """xxh64 of every block's wordpieces in order: equal iff the block ids mean the same text."""
+    column = blocks.data.column("input_ids").combine_chunks()  # ListArray, one row per block
+    digest = xxhash.xxh64()
+    digest.update(np.asarray(column.offsets, dtype=np.int64).tobytes())
+    digest.update(np.asarray(column.values, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
+def masking_settings(corpus_args: CorpusArguments, pretraining_args: PretrainingArguments, seed: int) -> dict:
+    """The settings a masked-sentences directory is made with (compared when it is reused)."""
+    return {
+        "corpus": corpus_args.corpus,
+        "max_articles": corpus_args.max_articles,
+        "pretraining_corpus": corpus_args.pretraining_corpus,
+        "max_pretraining_articles": corpus_args.max_pretraining_articles,
+        "block_length": corpus_args.block_length,
+        "query_max_length": corpus_args.query_max_length,
+        "masking": pretraining_args.masking,
+        "mask_source_blocks": pretraining_args.mask_source_blocks,
+        "seed": seed,
+    }
+
+
+def load_blocks(tokenizer, corpus_args: CorpusArguments) -> datasets.Dataset:
+    """The first `max_articles` articles of `corpus` cut into blocks of `block_length` wordpieces (cached)."""
+    articles = load_corpus_articles(corpus_args.corpus, corpus_args.max_articles)
+    return split_into_blocks(
+        articles, tokenizer, max_length=corpus_args.block_length, num_proc=corpus_args.num_proc,
+        cache_dir=corpus_args.cache_dir,
+    )
+
+
+def mask_sentences(
+    tokenizer, blocks: datasets.Dataset, corpus_args: CorpusArguments, pretraining_args: PretrainingArguments,
+    seed: int, tagger=None,
+) -> datasets.Dataset:
+    r"""
+    The masked sentences X: from `pretraining_corpus` when given, else from the blocks of Z (all of them, or a seeded
+    sample of `mask_source_blocks`), masked by `pretraining_args.masking` ([`build_masked_dataset`]).
+    """
+    if corpus_args.pretraining_corpus is not None:
+        source = load_corpus_articles(corpus_args.pretraining_corpus, corpus_args.max_pretraining_articles)
+    else:
+        source = blocks
+        sample = pretraining_args.mask_source_blocks
+        if sample is not None and sample < len(blocks):
+            rows = np.sort(np.random.default_rng(seed).choice(len(blocks), size=sample, replace=False))
+            source = blocks.select(rows)
+            logger.info("Masking sentences of %d of the %d blocks (mask_source_blocks, seed %d)", sample, len(blocks), seed)
+    return build_masked_dataset(
+        source, tokenizer, strategy=pretraining_args.masking, tagger=tagger,
+        query_max_length=corpus_args.query_max_length, seed=seed, num_proc=corpus_args.num_proc,
+        cache_dir=corpus_args.cache_dir,
+    )
+
+
+def save_masked_sentences(
+    masked: datasets.Dataset, directory: str | os.PathLike, blocks: datasets.Dataset, settings: dict
+) -> None:
+    """Write `masked` to `directory` (`save_to_disk`) with `masked_sentences.json`: the settings and the blocks'
+    checksum. The metadata file is written last, so a directory without it is an interrupted write."""
+    directory = os.fspath(directory)
+    masked.save_to_disk(directory)
+    metadata = {
+        "format": _FORMAT,
+        "num_sentences": len(masked),
+        "num_blocks": len(blocks),
+        "blocks_checksum": blocks_checksum(blocks),
+        "settings": settings,
+    }
+    with open(os.path.join(directory, MASKED_SENTENCES_FILE), "w", encoding="utf-8") as f:
+        json.dump(metadata, f, indent=2)
+    logger.info("Wrote %d masked sentences to %s", len(masked), directory)
+
+
+def read_masked_metadata(directory: str | os.PathLike) -> dict | None:
+    """The metadata of a complete `realm-hf mask` directory; None when there is none (nothing or an interrupted
+    write)."""
+    path = os.path.join(os.fspath(directory), MASKED_SENTENCES_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def load_masked_sentences(
+    directory: str | os.PathLike, blocks: datasets.Dataset, x_is_z: bool, expected: dict | None = None
+) -> datasets.Dataset:
+    r"""
+    The masked sentences of a `realm-hf mask` directory, checked against the blocks of this run and, for the names
+    in `expected`, against the settings of this run (those that shape a sentence: masking, query_max_length).
+
+    Raises:
+        `ValueError`: naming the directory and the fix, when it is not a complete `realm-hf mask` output, or when its
+            sentences point at blocks (X = Z) that are not these.
+    """
+    directory = os.fspath(directory)
+    expected = expected or {}
+    metadata = read_masked_metadata(directory)
+    if metadata is None:
+        raise ValueError(
+            f"--masked_sentences {directory!r} holds no {MASKED_SENTENCES_FILE} (not written by `realm-hf mask`, or "
+            "its write was interrupted); run `realm-hf mask` with this config and --masked_sentences there."
+        )
+    if metadata.get("format") != _FORMAT:
+        raise ValueError(
+            f"--masked_sentences {directory!r} has format {metadata.get('format')!r}; this realm_hf reads format "
+            f"{_FORMAT}. Run `realm-hf mask` again."
+        )
+    made_with = metadata.get("settings", {})
+    differing = {
+        name: (made_with.get(name), value) for name, value in expected.items() if made_with.get(name) != value
+    }
+    if differing:
+        raise ValueError(
+            f"--masked_sentences {directory!r} was masked with other settings than this run's: "
+            + ", ".join(f"{name}={was!r} there, {now!r} here" for name, (was, now) in differing.items())
+            + ". Run `realm-hf mask` again with this config, or pass the settings it was made with."
+        )
+    masked = datasets.load_from_disk(directory)
+    if x_is_z:
+        checksum = blocks_checksum(blocks)
+        if metadata["blocks_checksum"] != checksum or metadata["num_blocks"] != len(blocks):
+            raise ValueError(
+                f"--masked_sentences {directory!r} was masked from other blocks ({metadata['num_blocks']} blocks, "
+                f"checksum {metadata['blocks_checksum']}) than this run's ({len(blocks)} blocks, checksum {checksum}): "
+                f"its sentences' source_block_id would exclude the wrong blocks. Use the corpus, max_articles, "
+                f"block_length and tokenizer it was made with ({metadata['settings']}), or run `realm-hf mask` again."
+            )
+    logger.info("Read %d masked sentences from %s (masked ahead by `realm-hf mask`)", len(masked), directory)
+    return masked
+
+
+def prepare_pretraining_data(
+    tokenizer, corpus_args: CorpusArguments, pretraining_args: PretrainingArguments, seed: int, tagger=None
+) -> PretrainingData:
+    """The blocks of Z and the masked sentences X of a pre-training run: read from `--masked_sentences` when given,
+    else masked here."""
+    blocks = load_blocks(tokenizer, corpus_args)
+    x_is_z = corpus_args.pretraining_corpus is None
+    if pretraining_args.masked_sentences is not None:
+        settings = masking_settings(corpus_args, pretraining_args, seed)
+        expected = {name: settings[name] for name in ("masking", "query_max_length")}
+        masked = load_masked_sentences(pretraining_args.masked_sentences, blocks, x_is_z, expected)
+    else:
+        masked = mask_sentences(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger)
+    return PretrainingData(blocks, masked, x_is_z)
