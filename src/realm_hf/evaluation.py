@@ -420,12 +420,14 @@ def load_open_qa(
     from transformers import AutoTokenizer
 
     from .index.manifest import fingerprint_module
+    from .registration import register_what_is_loaded
     from .modeling import RealmForOpenQA
     from .pipelines.index_loading import load_index_for_model, model_revision
 
     model = RealmForOpenQA.from_pretrained(model_dir).eval()
     if device is not None:
         model.to(device)
+    register_what_is_loaded()  # AutoTokenizer reads the model's config.json (model_type realm_open_qa)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     index = load_index_for_model(
         model_dir, model.config, index_dir, expected_dim=model.config.retriever_config.embedding_size,

@@ -1,0 +1,97 @@
+"""examples/wiki/run.sh, the chained Wikipedia recipe, end to end on tiny data (configs wiki-tiny-*.yaml: all-MiniLM-L6-v2,
+40 embedded articles, a few steps per stage, one CPU process): every stage runs, the report holds every row, and a
+second run skips what is complete."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROWS = ("minilm", "ict", "realm", "realm-retriever", "bm25")
+
+
+def write_questions(directory: str) -> None:
+    """The three QA files run.sh reads, made from the embedded corpus (1,600 NQ lines: the chain slices [1000:1500]
+    for pre-training's zero-shot recall and [:EVAL_QUESTIONS] for the test)."""
+    from realm_hf.corpus.embedded import load_embedded_corpus
+
+    articles = load_embedded_corpus(limit=40)
+    os.makedirs(directory, exist_ok=True)
+    for name, count in (("nq-dev.jsonl", 1600), ("webquestions-train.jsonl", 30), ("curatedtrec-train.jsonl", 30)):
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            for i in range(count):
+                article = articles[i % len(articles)]
+                answer = article["text"].split()[0]
+                f.write(json.dumps({"id": f"{name}-{i}", "question": f"what does {article['title']} start with?",
+                                    "answers": [answer], "answer_format": "text"}) + "\n")
+
+
+def run_chain(out: str, qa: str, *stages: str) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "OUT": out,
+        "QA": qa,
+        "CONFIGS": "examples/configs/wiki-tiny",
+        "ACCELERATE_CONFIG": "examples/configs/accelerate-cpu.yaml",
+        "EVAL_QUESTIONS": "20",
+        "HF_HUB_OFFLINE": "1",
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    }
+    return subprocess.run(
+        ["bash", "examples/wiki/run.sh", *stages], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500
+    )
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    pytest.importorskip("spacy")
+    base = tmp_path_factory.mktemp("wiki")
+    out, qa = str(base / "out"), str(base / "qa")
+    write_questions(qa)
+    result = run_chain(out, qa, "all")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    return out, qa
+
+
+def test_the_chain_reports_every_row(chain):
+    out, _ = chain
+    with open(os.path.join(out, "wiki-gpu.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    assert set(report["rows"]) == set(ROWS)
+    for row, figures in report["rows"].items():
+        assert figures["questions"] == 20, row
+        low, high = figures["exact_match_ci95"]
+        assert low <= figures["exact_match"] <= high, row
+        assert figures["recall@5"] <= figures["recall@20"] <= figures["recall@100"], row
+    assert report["corpus"]["blocks"] > 0 and report["corpus"]["max_articles"] == 40
+    pretraining = report["pretraining"]
+    assert pretraining["steps"] == 5
+    # the retriever learned after the 2-step reading warm-up: its utility was logged from then on
+    assert [point["step"] for point in pretraining["ru_curve"]] == [3, 4, 5]
+    assert any("eval/zero_shot_recall@5" in record or "eval/mlm_accuracy_with_retrieval" in record
+               for record in pretraining["evaluations"])
+    expected_stages = {"mask", "ict", "realm", "report", "evaluate-bm25"} | {
+        f"{verb}-{row}" for verb in ("finetune", "evaluate") for row in ROWS if row != "bm25"
+    } - {"finetune-bm25"}
+    assert expected_stages <= set(report["stage_seconds"])
+    assert report["machine"]["torch"]
+
+
+def test_a_second_run_skips_complete_stages(chain):
+    out, qa = chain
+    result = run_chain(out, qa, "ict", "realm", "finetune-realm", "evaluate-realm", "mask")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[ict] " in result.stdout and "final is complete: skipped" in result.stdout
+    assert "[evaluate-realm] " in result.stdout and "exists: skipped" in result.stdout
+    assert "already holds the masked sentences" in result.stdout
+    assert "Embedding blocks" not in result.stderr  # nothing was trained or indexed again
+
+
+def test_an_unknown_stage_is_refused_with_the_list(chain):
+    out, qa = chain
+    result = run_chain(out, qa, "pretrain")
+    assert result.returncode == 2
+    assert "unknown stage 'pretrain'" in result.stderr and "finetune-ROW" in result.stderr
