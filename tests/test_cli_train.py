@@ -86,6 +86,7 @@ def test_evaluate_prints_and_writes_the_metrics(finetuned, qa_data, tmp_path, ca
     status = main([
         "evaluate", "--model", str(output / "final"), "--qa_file", qa_data["qa"], "--max_questions", "4",
         "--batch_size", "2", "--metrics_file", str(metrics_file), "--predictions_file", str(predictions_file),
+        "--device", "cpu",
     ])
     assert status == 0
     printed = json.loads(capsys.readouterr().out)

@@ -342,3 +342,32 @@ def test_the_recall_at_flag_reaches_the_evaluation(saved_model, tmp_path, capsys
         main_evaluate(argv + ["--recall_at", "5,x"], prog="realm-hf evaluate")
     assert exit_info.value.code == 2
     assert "--recall_at needs comma-separated positive integers, got '5,x'" in capsys.readouterr().err
+
+
+def test_evaluate_runs_the_model_on_the_device_given(saved_model, tmp_path, monkeypatch):
+    from realm_hf import evaluation
+    from realm_hf.training import main_evaluate
+    from realm_hf.training.arguments import OpenQaEvaluationArguments
+    from realm_hf.training.entry_points import parse_command_line
+
+    devices, load = [], evaluation.load_open_qa
+
+    def recording_load(*args, **kwargs):
+        devices.append(kwargs["device"])
+        loaded = load(*args, **kwargs)
+        devices.append(next(loaded[0].parameters()).device.type)
+        return loaded
+
+    monkeypatch.setattr(evaluation, "load_open_qa", recording_load)
+    qa_file = tmp_path / "qa.jsonl"
+    qa_file.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS[:3]))
+    argv = ["--model", str(saved_model), "--qa_file", str(qa_file)]
+    (args,) = parse_command_line((OpenQaEvaluationArguments,), argv + ["--device", "cpu"], prog="realm-hf evaluate")
+    assert args.device == "cpu"
+    metrics = main_evaluate(argv + ["--device", "cpu"], prog="realm-hf evaluate")
+    assert devices == ["cpu", "cpu"] and metrics["count"] == 3
+    # without --device: cuda when there is one
+    devices.clear()
+    again = main_evaluate(argv, prog="realm-hf evaluate")
+    assert {k: v for k, v in again.items() if k != "seconds"} == {k: v for k, v in metrics.items() if k != "seconds"}
+    assert devices[0] == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -8,6 +8,7 @@ import torch
 
 from realm_hf.metrics import (
     EVALUATE_MODULE_PATH,
+    bootstrap_interval,
     evaluate_predictions,
     exact_match,
     has_answer,
@@ -212,6 +213,70 @@ def test_recall_at_k_bad_input():
         recall_at_k([], [], k=1)
     with pytest.raises(ValueError, match="3 entries"):
         recall_at_k([["a"], ["b"]], [["a"], ["b"]], k=1, answer_formats=["text"] * 3)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# bootstrap_interval
+
+
+def test_bootstrap_interval_contains_the_mean_and_matches_the_normal_approximation():
+    hits = [True] * 30 + [False] * 70
+    low, high = bootstrap_interval(hits)
+    assert 0.0 <= low < 30.0 < high <= 100.0
+    # the percentage's standard error is 100 * sqrt(p (1 - p) / n) = 4.58: 30 -+ 1.96 * 4.58
+    half = 1.96 * 100 * math.sqrt(0.3 * 0.7 / 100)
+    assert low == pytest.approx(30.0 - half, abs=1.5) and high == pytest.approx(30.0 + half, abs=1.5)
+    # booleans, 0/1 and floats are the same values
+    assert bootstrap_interval([1] * 30 + [0] * 70) == (low, high)
+    assert bootstrap_interval([1.0] * 30 + [0.0] * 70) == (low, high)
+    # a lower confidence gives a narrower interval inside it
+    low_50, high_50 = bootstrap_interval(hits, confidence=0.5)
+    assert low < low_50 < 30.0 < high_50 < high
+    # fractional values per question (e.g. F1): the interval of their mean
+    scores = [0.25, 0.5, 0.75, 1.0] * 25
+    low, high = bootstrap_interval(scores)
+    assert low < 62.5 < high
+
+
+def test_bootstrap_interval_is_reproducible_with_its_seed():
+    hits = [True] * 37 + [False] * 64
+    assert bootstrap_interval(hits, resamples=500, seed=3) == bootstrap_interval(hits, resamples=500, seed=3)
+    assert len({bootstrap_interval(hits, resamples=500, seed=seed) for seed in range(6)}) > 1
+    # resamples drawn 1,000 at a time: a count that is not a multiple of 1,000 is fine
+    low, high = bootstrap_interval(hits, resamples=2500)
+    assert low < 100 * 37 / 101 < high
+
+
+def test_bootstrap_interval_narrows_with_more_questions():
+    widths = []
+    for n in (100, 1000):
+        low, high = bootstrap_interval([True] * (3 * n // 10) + [False] * (7 * n // 10))
+        assert low < 30.0 < high
+        widths.append(high - low)
+    # the width falls as 1 / sqrt(n): sqrt(10) = 3.2 times narrower
+    assert widths[0] / widths[1] == pytest.approx(math.sqrt(10), rel=0.2)
+
+
+def test_bootstrap_interval_of_constant_hits_is_a_point():
+    assert bootstrap_interval([True] * 20) == (100.0, 100.0)
+    assert bootstrap_interval([False] * 20) == (0.0, 0.0)
+    assert bootstrap_interval([True]) == (100.0, 100.0)
+
+
+@pytest.mark.parametrize(
+    "hits, kwargs, message",
+    [
+        ([], {}, "one value per question"),
+        ([[True, False], [True, True]], {}, "one value per question"),
+        ([True, False], {"confidence": 1.5}, "confidence must be in"),
+        ([True, False], {"confidence": 1.0}, "confidence must be in"),
+        ([True, False], {"confidence": 0.0}, "confidence must be in"),
+        ([True, False], {"resamples": 0}, "resamples must be at least 1"),
+    ],
+)
+def test_bootstrap_interval_bad_input(hits, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        bootstrap_interval(hits, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

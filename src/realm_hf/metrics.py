@@ -333,6 +333,8 @@ def bootstrap_interval(
         raise ValueError(f"bootstrap_interval needs one value per question, got shape {values.shape}.")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}.")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}.")
     generator = np.random.default_rng(seed)
     means = np.empty(resamples)
     for start in range(0, resamples, 1000):  # 1,000 resamples at a time: [1000, N] indices
