@@ -179,3 +179,62 @@ def test_time_share_needs_thread_mode(tmp_path, capsys):
                       prog="realm-hf pretrain")
     assert exit_info.value.code == 2
     assert "use --refresh_mode paced" in capsys.readouterr().err
+
+
+def slow_build(state_dict, step, blocks_dir, units=2000):
+    """A builder that takes seconds, with a pause point between its units (as the embedding loop has)."""
+    for _ in range(units):
+        pause_point()
+        time.sleep(0.002)
+    return build_index(state_dict, step, blocks_dir)
+
+
+def test_a_cancelled_build_thread_stops_at_its_next_pause_point_and_others_go_on():
+    from realm_hf.index.pacing import cancellable_thread
+
+    done: list[float] = []
+    other: list[int] = []
+
+    def work() -> None:
+        try:
+            for _ in range(10_000):
+                pause_point()
+                time.sleep(0.001)
+                done.append(1.0)
+        except BuildCancelled:
+            done.append(-1.0)
+
+    def elsewhere() -> None:  # pause points of a thread nobody cancelled never raise
+        for _ in range(200):
+            pause_point()
+            other.append(1)
+
+    thread, cancelled = cancellable_thread(work, name="index-builder-test")
+    thread.start()
+    time.sleep(0.05)
+    cancelled.set()
+    thread.join(timeout=10)
+    bystander = threading.Thread(target=elsewhere)
+    bystander.start()
+    bystander.join(timeout=10)
+    assert not thread.is_alive() and done[-1] == -1.0 and 0 < len(done) < 10_000
+    assert len(other) == 200
+    pause_point()  # nor on the main thread
+
+
+def test_closing_a_thread_refresher_stops_the_running_build(tmp_path, blocks_dir, caplog):
+    """A build thread must not outlive training: one left inside CUDA work when the interpreter exits aborts the
+    process (seen on an H200: "terminate called without an active exception" after a refresh at the last step)."""
+    caplog.set_level("INFO", logger="realm_hf")
+    tower = _DocTower()
+    refresher = IndexRefresher(tmp_path / "r", slow_build, {"blocks_dir": blocks_dir}, mode="thread")
+    refresher.request_refresh(5, tower.state_dict())
+    worker = refresher._running.worker
+    time.sleep(0.1)
+    assert worker.is_alive()
+    began = time.monotonic()
+    refresher.close()
+    assert not worker.is_alive() and not refresher.busy
+    assert time.monotonic() - began < 2.0  # stopped at its next pause point, not run to its end (~4 s)
+    assert not os.path.exists(tmp_path / "r" / "LATEST")
+    assert "Cancelled the index build of step 5" in caplog.text

@@ -3,6 +3,7 @@ real faiss index, real background refreshes, real Accelerate checkpoints."""
 
 import json
 import os
+import time
 
 import pytest
 import torch
@@ -231,11 +232,53 @@ def test_reading_warmup_with_another_pretraining_corpus_is_refused(tmp_path):
 
 
 def test_no_refresh_is_built_while_the_retriever_is_frozen(tmp_path):
-    trainer = make_trainer(tmp_path, max_steps=6, refresh="2", reading_warmup_steps=4)
+    trainer = make_trainer(tmp_path, max_steps=8, refresh="2", reading_warmup_steps=4)
     trainer.train()
-    # the schedule asks at steps 2, 4, 6: only the one after the warm-up is built (the others would copy index-0)
+    # the schedule asks at steps 2, 4, 6, 8: only the one after the warm-up is built (the others would copy index-0;
+    # the last step's would be replaced by the final rebuild)
     assert [s["snapshot_step"] for s in trainer.refresher.stats] in ([6], [])
     assert not os.path.isdir(tmp_path / "index" / "index-2") and not os.path.isdir(tmp_path / "index" / "index-4")
+
+
+def test_no_refresh_at_the_last_step_and_no_build_thread_outlives_training(tmp_path, caplog):
+    """A refresh requested at the last step only competes with the final rebuild, and a build thread still running
+    when the process exits aborts it inside CUDA work (seen on an H200: "terminate called without an active
+    exception" after all of training had been saved)."""
+    import threading
+
+    caplog.set_level("INFO", logger="realm_hf")
+    trainer = make_trainer(tmp_path, max_steps=6, refresh="3")
+    trainer.train()
+    started = [line for line in caplog.text.splitlines() if "Started index build" in line]
+    assert len(started) == 1 and "snapshot step 3" in started[0]  # step 6, the last, asked for none
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("index-builder")]
+    assert not trainer.refresher.busy
+
+
+def test_a_build_thread_is_stopped_when_training_fails(tmp_path, monkeypatch):
+    import threading
+
+    import realm_hf.index.embedding as embedding
+    from realm_hf.index.pacing import pause_point
+
+    def slow_pause_point():  # a build of seconds: still running when training fails
+        time.sleep(0.5)
+        pause_point()
+
+    monkeypatch.setattr(embedding, "pause_point", slow_pause_point)
+    trainer = make_trainer(tmp_path, max_steps=6, refresh="2")
+    original = trainer.on_step_end
+
+    def fail_at_step_4(step):
+        logs = original(step)
+        if step == 4:
+            raise RuntimeError("a failure in the middle of training (simulated)")
+        return logs
+
+    monkeypatch.setattr(trainer, "on_step_end", fail_at_step_4)
+    with pytest.raises(RuntimeError, match="simulated"):
+        trainer.train()
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("index-builder")]
 
 
 def test_utility_gate_keeps_the_retriever_frozen_until_the_encoder_reads(tmp_path):

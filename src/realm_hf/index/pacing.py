@@ -21,6 +21,7 @@ weight cache outlives its nesting); grad mode is saved and restored on both side
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -40,12 +41,38 @@ class _BuildGreenlet(greenlet.greenlet):
         self.pacer = pacer
 
 
+_CANCELLED_THREADS: dict[int, threading.Event] = {}
+"""The cancel flags of builds running on threads of their own (`"thread"` mode without pacing), by thread id."""
+
+
+def cancellable_thread(target: Callable[[], None], name: str) -> tuple[threading.Thread, threading.Event]:
+    r"""
+    A daemon thread running `target` that stops at its next [`pause_point`] (raising [`BuildCancelled`] there) once
+    the returned event is set. A thread cannot be killed, and one left inside CUDA work when the interpreter exits
+    aborts the process ("terminate called without an active exception"): stop it with the event, then join it.
+    """
+    cancelled = threading.Event()
+
+    def run() -> None:
+        _CANCELLED_THREADS[threading.get_ident()] = cancelled
+        try:
+            target()
+        finally:
+            _CANCELLED_THREADS.pop(threading.get_ident(), None)
+
+    return threading.Thread(target=run, name=name, daemon=True), cancelled
+
+
 def pause_point() -> None:
     """Between two units of a build's work: in a paced build whose slice is spent, hand the thread back to the
-    trainer until its next slice."""
+    trainer until its next slice; in a build thread that was cancelled, raise [`BuildCancelled`]."""
     pacer = getattr(greenlet.getcurrent(), "pacer", None)
     if pacer is not None:
         pacer._pause_point()
+        return
+    cancelled = _CANCELLED_THREADS.get(threading.get_ident()) if _CANCELLED_THREADS else None
+    if cancelled is not None and cancelled.is_set():
+        raise BuildCancelled("The index build was cancelled")
 
 
 def _autocast_enabled() -> bool:

@@ -39,7 +39,7 @@ from safetensors.torch import save_file
 from .atomic import write_json_atomic
 from .manifest import fingerprint_state_dict
 from .mips import RealmIndex
-from .pacing import BuildCancelled, BuildPacer
+from .pacing import BuildCancelled, BuildPacer, cancellable_thread
 from .refresh_job import LATEST_NAME, builder_path, builder_process_main, run_build_job
 from .refresh_schedule import RefreshSchedule
 
@@ -59,6 +59,7 @@ class _Build:
     restarts: int = 0
     worker: Any = None  # a spawned Process, a Thread, or the BuildPacer of a paced build
     pacer: BuildPacer | None = None  # a paced build (time_share), run on the trainer's thread
+    cancelled: threading.Event | None = None  # set to stop a build thread at its next pause point
     error: BaseException | None = None
 
 
@@ -274,7 +275,7 @@ class IndexRefresher:
                 build.pacer = build.worker = BuildPacer(self.time_share)
                 build.pacer.start(target)
             else:
-                build.worker = threading.Thread(target=target, name=f"index-builder-{build.step}", daemon=True)
+                build.worker, build.cancelled = cancellable_thread(target, name=f"index-builder-{build.step}")
                 build.worker.start()
         else:
             job_path = os.path.join(self.root, "snapshots", f"job-{build.step}.json")
@@ -557,6 +558,12 @@ class IndexRefresher:
             build.pacer.cancel()
             build.worker.join()
             logger.info("Cancelled the paced index build of step %d", build.step)
+            self._discard(build)
+            self._running = None
+        elif build is not None and build.cancelled is not None:  # a build thread: stop it, never leave it running
+            build.cancelled.set()
+            build.worker.join()
+            logger.info("Cancelled the index build of step %d", build.step)
             self._discard(build)
             self._running = None
         self._restore_trainer_threads()

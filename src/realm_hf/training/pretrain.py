@@ -245,8 +245,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
         gate_logs = self._update_utility_gate(step)
         self.retriever_learning.record_step(step, self.retriever_learns(step - 1))
-        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate)
-        swapped = self._swap_refreshed_index(step, refresh=self.retriever_learns(step - 1))
+        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate), nor at
+        # the last step (the final index is rebuilt with the final document tower, or the last refreshed one is kept)
+        refresh = self.retriever_learns(step - 1) and step < self.args.max_steps
+        swapped = self._swap_refreshed_index(step, refresh=refresh)
         logs: dict[str, float] = {"index_step": float(self.index.step or 0), **gate_logs}
         logs["retriever_learning"] = float(self.retriever_learning.learning)  # at the step just taken
         if swapped is not None and self.refresher is not None and self.refresher.stats:
@@ -257,6 +259,15 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     def status(self) -> str:
         """Whether the retriever learned at the step just taken, and what holds it otherwise (the gate's utility)."""
         return self.retriever_learning.status()
+
+    def train(self) -> list[dict]:
+        """[`TrainingLoop.train`], with the index refresher stopped however training ends: a build thread left
+        running inside CUDA work when the process exits aborts it ("terminate called without an active exception")."""
+        try:
+            return super().train()
+        finally:
+            if self.refresher is not None:
+                self.refresher.close()
 
     def on_train_begin(self) -> None:
         """Say loudly when the retriever starts frozen: for the whole run, or until the utility gate opens."""
