@@ -189,3 +189,33 @@ def test_a_faiss_index_asked_for_a_gpu_that_faiss_lacks_says_so_once_and_searche
     assert len(said) == 1 and "cuda:7" in said[0].getMessage()
     scores, ids = indexes[-1].search(vectors[:2], 1)
     assert ids[:, 0].tolist() == np.argmax(vectors[:2] @ vectors.T, axis=1).tolist()
+
+
+def test_built_in_chunks_from_a_selection_the_embeddings_are_those_of_each_block(embedder, monkeypatch):
+    """The build reads the wordpieces from Arrow in chunks (`CHUNK_ROWS`) and pads batches with numpy: the result is
+    each block's own embedding, in the dataset's row order, also for a selection (an indices mapping) of rows."""
+    import realm_hf.index.embedding as embedding
+
+    blocks = make_blocks(40).select([39, 3, 17, 0, 25, 8, 31, 12, 5, 22, 2, 36])  # rows of another dataset
+    monkeypatch.setattr(embedding, "CHUNK_ROWS", 5)  # chunks of 5, 5 and 2 rows
+    built = embedding.embed_blocks(blocks, embedder, batch_size=3)
+    with torch.no_grad():
+        one_by_one = torch.cat(
+            [
+                embedder({"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)})
+                for ids in blocks["input_ids"]
+            ]
+        ).numpy()  # [N, D]
+    np.testing.assert_allclose(built, one_by_one, rtol=1e-5, atol=1e-6)
+
+
+def test_token_columns_pad_like_pad_batch():
+    from realm_hf.index.embedding import TokenColumns, pad_batch
+
+    blocks = make_blocks(30, max_len=40).select(list(range(29, -1, -2)))
+    rows = np.array([4, 0, 14, 7])
+    fast = TokenColumns(blocks).batch(rows, pad_token_id=9)
+    reference = pad_batch(blocks[rows.tolist()], pad_token_id=9)
+    assert fast.keys() == reference.keys()
+    for name in reference:
+        assert torch.equal(fast[name], reference[name]), name
