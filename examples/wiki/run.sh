@@ -12,7 +12,8 @@
 # (OUT/wiki-gpu.json: every row's EM with a bootstrap 95% interval, Recall@5/20/100, the RU curve of pre-training).
 # Environment: OUT (outputs/wiki), CONFIGS (examples/configs/wiki-gpu: -ict.yaml, -realm.yaml, -openqa.yaml),
 # ACCELERATE_CONFIG (examples/configs/accelerate-1gpu.yaml), QA (../shared/data/qa), EXTRA_ARGS (added to every
-# job that reads the corpus, e.g. "--max_articles 10479"), EVAL_QUESTIONS (1000).
+# job that reads the corpus, e.g. "--max_articles 10479"), EVAL_QUESTIONS (1000), PARALLEL (0; 1: `all` runs the
+# rows' fine-tuning beside ICT's and REALM's stages on the same GPU, which a host-bound step leaves mostly idle).
 set -euo pipefail
 
 OUT=${OUT:-outputs/wiki}
@@ -21,6 +22,7 @@ ACCELERATE_CONFIG=${ACCELERATE_CONFIG:-examples/configs/accelerate-1gpu.yaml}
 QA=${QA:-../shared/data/qa}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 EVAL_QUESTIONS=${EVAL_QUESTIONS:-1000}
+PARALLEL=${PARALLEL:-0}
 ROWS="minilm ict realm realm-retriever"
 read -r -a EXTRA <<< "$EXTRA_ARGS"
 
@@ -34,7 +36,7 @@ train() {  # train JOB CONFIG OUTPUT_DIR ARGS...: skipped when OUTPUT_DIR/final 
   if [[ -f "$output/final/DONE" ]]; then echo "[$job] $output/final is complete: skipped"; return; fi
   local resume=()
   if compgen -G "$output/checkpoint-*" > /dev/null; then resume=(--resume_from_checkpoint latest); fi
-  launch "$job" --config "$config" --output_dir "$output" "${EXTRA[@]}" "$@" "${resume[@]}"
+  launch "$job" --config "$config" --output_dir "$output" "${EXTRA[@]}" "$@" "${resume[@]}" || return 1
   touch "$output/final/DONE"
 }
 
@@ -55,14 +57,34 @@ evaluate() {  # evaluate NAME MODEL_DIR ARGS...: nq-dev[:EVAL_QUESTIONS], never 
   mkdir -p "$OUT/eval"
   realm-hf evaluate --model "$model" --qa_file "$QA/nq-dev.jsonl[:$EVAL_QUESTIONS]" --recall_at 5,20,100 \
     --truncate_questions --batch_size 64 --predictions_file "$OUT/eval/$name.jsonl" \
-    --metrics_file "$OUT/eval/$name.json.partial" "$@" > /dev/null
+    --metrics_file "$OUT/eval/$name.json.partial" "$@" > /dev/null || return 1
   mv "$OUT/eval/$name.json.partial" "$OUT/eval/$name.json"
 }
 
-stage() {
+branch() {  # branch STAGE...: the stages in order, in the background; the first failure stops the branch
+  ( for next in "$@"; do stage "$next" || exit 1; done ) &
+  branches+=($!)
+}
+
+all_in_parallel() {  # PARALLEL=1: the stages that do not depend on each other run at the same time (one GPU shared)
+  stage mask || return 1
+  stage ict || return 1  # alone: it cuts the corpus into blocks, which every later stage reads from the cache
+  branches=()
+  branch finetune-minilm evaluate-minilm evaluate-bm25
+  branch finetune-ict evaluate-ict
+  local failed=0
+  if stage realm; then
+    branch finetune-realm evaluate-realm
+    branch finetune-realm-retriever evaluate-realm-retriever
+  else
+    failed=1
+  fi
+  for pid in "${branches[@]}"; do wait "$pid" || failed=1; done
+  return $failed
+}
+
+run_stage() {  # the work of one stage; returns non-zero on failure (every step checks: it may run with errexit off)
   local name=$1
-  echo "== $name ($(date -u +%H:%M:%S))"
-  local began=$SECONDS
   case $name in
     mask)
       realm-hf mask --config "$CONFIGS-realm.yaml" --output_dir "$OUT/realm" --masked_sentences "$OUT/masked" \
@@ -73,7 +95,7 @@ stage() {
         --masked_sentences "$OUT/masked" --eval_qa_file "$QA/nq-dev.jsonl[1000:1500]" ;;
     finetune-*)
       local row=${name#finetune-} model
-      model=$(starting_model "$row")
+      model=$(starting_model "$row") || return 2
       # shellcheck disable=SC2086  # the starting model's arguments are words
       train finetune "$CONFIGS-openqa.yaml" "$OUT/qa-$row" $model \
         --train_file "$QA/nq-dev.jsonl[1000:],$QA/webquestions-train.jsonl,$QA/curatedtrec-train.jsonl" ;;
@@ -81,14 +103,25 @@ stage() {
     evaluate-*) evaluate "${name#evaluate-}" "$OUT/qa-${name#evaluate-}/final" ;;
     report) python examples/wiki/report.py "$OUT" ;;
     all)
-      for next in mask ict realm; do stage "$next"; done
-      for row in $ROWS; do stage "finetune-$row"; stage "evaluate-$row"; done
-      stage evaluate-bm25
+      if [[ $PARALLEL == 1 ]]; then
+        all_in_parallel || return 1
+      else
+        for next in mask ict realm; do stage "$next" || return 1; done
+        for row in $ROWS; do stage "finetune-$row" || return 1; stage "evaluate-$row" || return 1; done
+        stage evaluate-bm25 || return 1
+      fi
       stage report ;;
     *) echo "unknown stage '$name'; stages: mask ict realm finetune-ROW evaluate-ROW evaluate-bm25 report all" \
          "(ROW: $ROWS)" >&2; return 2 ;;
   esac
-  echo "$name $((SECONDS - began))" >> "$OUT/stage_seconds.txt"
+}
+
+stage() {  # stage NAME: run it and record its wall-clock seconds in OUT/stage_seconds.txt (when it succeeded)
+  local name=$1 began=$SECONDS status=0
+  echo "== $name ($(date -u +%H:%M:%S))"
+  run_stage "$name" || status=$?
+  if (( status == 0 )); then echo "$name $((SECONDS - began))" >> "$OUT/stage_seconds.txt"; fi
+  return $status
 }
 
 mkdir -p "$OUT"
