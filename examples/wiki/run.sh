@@ -25,6 +25,7 @@ EVAL_QUESTIONS=${EVAL_QUESTIONS:-1000}
 PARALLEL=${PARALLEL:-0}
 ROWS="minilm ict realm realm-retriever"
 read -r -a EXTRA <<< "$EXTRA_ARGS"
+PRETRAINING_QA=(--eval_qa_file "$QA/nq-dev.jsonl[1000:1500]")  # zero-shot Recall@5 during pre-training
 
 launch() {  # launch JOB ARGS...: a training job through accelerate (one process per GPU of ACCELERATE_CONFIG)
   accelerate launch --config_file "$ACCELERATE_CONFIG" -m realm_hf.cli "$@"
@@ -86,13 +87,13 @@ all_in_parallel() {  # PARALLEL=1: the stages that do not depend on each other r
 run_stage() {  # the work of one stage; returns non-zero on failure (every step checks: it may run with errexit off)
   local name=$1
   case $name in
-    mask)
+    mask)  # the config of the realm stage, with its arguments (every given path is checked)
       realm-hf mask --config "$CONFIGS-realm.yaml" --output_dir "$OUT/realm" --masked_sentences "$OUT/masked" \
-        "${EXTRA[@]}" ;;
+        "${EXTRA[@]}" "${PRETRAINING_QA[@]}" ;;
     ict) train ict "$CONFIGS-ict.yaml" "$OUT/ict" ;;
     realm)
       train pretrain "$CONFIGS-realm.yaml" "$OUT/realm" --ict_warm_start "$OUT/ict/final" \
-        --masked_sentences "$OUT/masked" --eval_qa_file "$QA/nq-dev.jsonl[1000:1500]" ;;
+        --masked_sentences "$OUT/masked" "${PRETRAINING_QA[@]}" ;;
     finetune-*)
       local row=${name#finetune-} model
       model=$(starting_model "$row") || return 2
