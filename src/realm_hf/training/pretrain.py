@@ -245,10 +245,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
         gate_logs = self._update_utility_gate(step)
         self.retriever_learning.record_step(step, self.retriever_learns(step - 1))
-        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate), nor at
-        # the last step (the final index is rebuilt with the final document tower, or the last refreshed one is kept)
-        refresh = self.retriever_learns(step - 1) and step < self.args.max_steps
-        swapped = self._swap_refreshed_index(step, refresh=refresh)
+        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate); none
+        # is requested at the last step (the final rebuild replaces it), where a finished one is still swapped in
+        last = step >= self.args.max_steps
+        swapped = self._swap_refreshed_index(step, refresh=self.retriever_learns(step - 1), request=not last)
         logs: dict[str, float] = {"index_step": float(self.index.step or 0), **gate_logs}
         logs["retriever_learning"] = float(self.retriever_learning.learning)  # at the step just taken
         if swapped is not None and self.refresher is not None and self.refresher.stats:

@@ -93,13 +93,16 @@ class PretrainingIndexMixin:
     def _doc_tower_snapshot(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().to("cpu", copy=True) for k, v in self.retriever.document_embedder.state_dict().items()}
 
-    def _swap_refreshed_index(self, step: int, refresh: bool) -> str | None:
+    def _swap_refreshed_index(self, step: int, refresh: bool, request: bool = True) -> str | None:
         """Request a refresh when the schedule says so (and `refresh`: no refresh while the retriever is frozen, it
-        would rebuild the same index) and swap in a finished index, the same on every rank. Returns the directory of
-        the index swapped in, or None."""
+        would rebuild the same index; nor without `request`: the last step only swaps in a finished one) and swap in a
+        finished index, the same on every rank. Returns the directory of the index swapped in, or None."""
         swapped = [None]
         if self.refresher is not None and refresh:
-            new_index = self.refresher.on_step(step, self._doc_tower_snapshot)
+            if request:
+                new_index = self.refresher.on_step(step, self._doc_tower_snapshot)
+            else:
+                new_index = self.refresher.maybe_swap(step)
             if new_index is not None:
                 self.index = new_index
                 swapped = [os.path.join(self.index_root, f"index-{new_index.step}")]
