@@ -12,6 +12,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "articles": ["load_articles", "load_corpus_articles"],
         "blocks": ["split_into_blocks", "split_sentences"],
         "embedded": ["load_embedded_corpus"],
-        "store": ["BlockStore"],
+        "store": ["BlockStore", "RaggedRows"],
     },
 )

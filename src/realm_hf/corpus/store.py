@@ -3,16 +3,64 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
 
 def int_column(dataset: datasets.Dataset, name: str) -> np.ndarray:
     """An integer column as an int64 numpy array, read through Arrow in one go (not row by row)."""
     return np.array(dataset.with_format("arrow")[name].to_numpy(), dtype=np.int64)  # a writable copy
+
+
+@dataclass(frozen=True, eq=False)
+class RaggedRows:
+    r"""
+    The rows of a list column (e.g. the `input_ids` of `n` blocks) as one flat array: row `i` is
+    `values[offsets[i] : offsets[i + 1]]`, or None where `valid` is False (a null in the column).
+
+    Args:
+        values (`np.ndarray`): The rows' items, concatenated (the column's dtype, e.g. int32).
+        offsets (`np.ndarray`): `[n + 1]` int64, starting at 0.
+        valid (`np.ndarray`, *optional*): `[n]` bool, False for a null row (empty in `values`); None: no nulls.
+    """
+
+    values: np.ndarray
+    offsets: np.ndarray
+    valid: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """`[n]` int64 length of each row (0 for a null row)."""
+        return np.diff(self.offsets)
+
+    def row(self, i: int) -> np.ndarray | None:
+        if self.valid is not None and not self.valid[i]:
+            return None
+        return self.values[self.offsets[i] : self.offsets[i + 1]]
+
+    def tolist(self) -> list[list | None]:
+        """The rows as Python lists (None for a null row), as `datasets` gives them."""
+        return [None if row is None else row.tolist() for row in map(self.row, range(len(self)))]
+
+    @classmethod
+    def from_arrow(cls, column: pa.ChunkedArray | pa.Array) -> RaggedRows:
+        """The rows of an Arrow list column (any number of chunks, sliced or not)."""
+        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        lengths = pc.list_value_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        values = array.flatten().to_numpy(zero_copy_only=False)  # nulls hold no items
+        valid = None if array.null_count == 0 else ~array.is_null().to_numpy(zero_copy_only=False)
+        return cls(values, offsets, valid)
 
 
 class BlockStore:
@@ -37,9 +85,24 @@ class BlockStore:
             raise ValueError("blocks have duplicate block_id values; block ids must be unique.")
         # ids 0..N-1 in order (a corpus that was never edited): an id is its row, no search needed
         self._ids_are_rows = increasing and (len(self.block_ids) == 0 or self.block_ids[-1] == len(self.block_ids) - 1)
+        self._views: dict[tuple, datasets.Dataset] = {}  # (columns, format) -> those columns of the blocks
 
     def __len__(self) -> int:
         return len(self.block_ids)
+
+    def _view(self, columns: tuple[str, ...], format: str | None) -> datasets.Dataset:
+        """The blocks' `columns` in `format` (None: the blocks' own), made once per state of the blocks
+        (`select_columns` copies the dataset's metadata and hashes a new fingerprint: a millisecond that a training
+        step would pay at every lookup). An in-place change of the blocks' format changes their fingerprint, and
+        with it the view."""
+        key = (columns, format, getattr(self.blocks, "_fingerprint", None))
+        view = self._views.get(key)
+        if view is None:
+            view = self.blocks.select_columns(list(columns))
+            if format is not None:
+                view = view.with_format(format)
+            self._views = {key: view, **{k: v for k, v in self._views.items() if k[2] == key[2]}}
+        return view
 
     def rows_of(self, block_ids: Any) -> np.ndarray:
         r"""
@@ -75,9 +138,38 @@ class BlockStore:
             columns (`Iterable[str]`, *optional*): Columns to return; all when omitted.
         """
         rows = self.rows_of(block_ids)
-        table = self.blocks if columns is None else self.blocks.select_columns(list(columns))
+        table = self.blocks if columns is None else self._view(tuple(columns), None)
         flat = table[rows.reshape(-1).tolist()]
         if rows.ndim <= 1:
             return flat
         width = rows.shape[-1]
         return {name: [values[i : i + width] for i in range(0, len(values), width)] for name, values in flat.items()}
+
+    def take(self, block_ids: Any, columns: Iterable[str]) -> dict[str, np.ndarray | RaggedRows]:
+        r"""
+        The `columns` of the rows of `block_ids` as arrays, read from Arrow in one call (no Python object per
+        item): what [`get`] returns, without building Python lists.
+
+        Args:
+            block_ids (`torch.LongTensor`, `np.ndarray` or list): Block ids, any shape (e.g. `[B, k]`).
+            columns (`Iterable[str]`): Columns to return.
+
+        Returns:
+            `dict`: per column, a numpy array shaped like `block_ids` for a column of scalars, or [`RaggedRows`]
+            over the flattened `block_ids` (row `i` of it is the block `block_ids.reshape(-1)[i]`) for a list column.
+
+        Raises:
+            `KeyError`: naming the ids that are not in the store.
+        """
+        rows = self.rows_of(block_ids)
+        columns = tuple(columns)
+        table = self._view(columns, "arrow")[rows.reshape(-1).tolist()]
+        out: dict[str, np.ndarray | RaggedRows] = {}
+        for name in columns:
+            column = table.column(name)
+            if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+                out[name] = RaggedRows.from_arrow(column)
+            else:
+                out[name] = column.to_numpy().reshape(rows.shape)
+        return out
+

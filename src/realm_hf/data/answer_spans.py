@@ -22,7 +22,7 @@ from ..metrics import compile_answer_pattern
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["find_answer_spans", "pad_answer_spans"]
+__all__ = ["find_answer_spans", "pad_answer_spans", "tokenize_text_answers"]
 
 Span = tuple[int, int]
 
@@ -43,22 +43,46 @@ def _as_block(block_token_ids: Sequence[int] | Sequence[str] | torch.Tensor) -> 
     return list(block_token_ids)
 
 
-def _text_spans(block: list[Any], answers: Sequence[str], tokenizer: Any, max_span_width: int) -> set[Span]:
+def tokenize_text_answers(answers: str | Sequence[str], tokenizer: Any) -> list[list[int]]:
+    """
+    The wordpieces (without special tokens) of each text answer, as [`find_answer_spans`] matches them: pass them as
+    its `answer_ids` to tokenize the answers of a question once for all of its retrieved blocks.
+    """
+    if isinstance(answers, str):
+        answers = [answers]
+    if not answers:
+        return []
+    return [list(ids) for ids in tokenizer(list(answers), add_special_tokens=False)["input_ids"]]
+
+
+def _text_spans(
+    block: list[Any], answers: Sequence[str], tokenizer: Any, max_span_width: int,
+    answer_ids: Sequence[Sequence[int]] | None = None,
+) -> set[Span]:
     as_tokens = bool(block) and isinstance(block[0], str)
     unk_token_id = getattr(tokenizer, "unk_token_id", None)
     spans: set[Span] = set()
-    for answer in answers:
-        answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-        width = len(answer_ids)
+    if answer_ids is None:
+        answer_ids = [tokenizer(answer, add_special_tokens=False)["input_ids"] for answer in answers]
+    for ids in answer_ids:
+        ids = list(ids)
+        width = len(ids)
         if width == 0 or width > max_span_width:
             continue
         # An answer the vocabulary cannot spell would "match" any unrelated [UNK] in the block.
-        if unk_token_id is not None and unk_token_id in answer_ids:
+        if unk_token_id is not None and unk_token_id in ids:
             continue
-        needle = tokenizer.convert_ids_to_tokens(answer_ids) if as_tokens else answer_ids
-        first = needle[0]
-        for start in range(len(block) - width + 1):
-            if block[start] == first and block[start : start + width] == needle:
+        needle = tokenizer.convert_ids_to_tokens(ids) if as_tokens else ids
+        first, last_start = needle[0], len(block) - width
+        if last_start < 0:  # the block is shorter than the answer
+            continue
+        start = -1
+        while True:  # each occurrence of the answer's first wordpiece (list.index: the scan runs in C)
+            try:
+                start = block.index(first, start + 1, last_start + 1)
+            except ValueError:
+                break
+            if block[start : start + width] == needle:
                 spans.add((start, start + width - 1))
     return spans
 
@@ -146,6 +170,8 @@ def find_answer_spans(
     answer_format: Literal["text", "regex"] = "text",
     max_span_width: int = 10,
     block_offset: int = 0,
+    *,
+    answer_ids: Sequence[Sequence[int]] | None = None,
 ) -> list[Span]:
     """
     Finds every wordpiece span of a block that spells a reference answer.
@@ -177,6 +203,9 @@ def find_answer_spans(
         block_offset (`int`, *optional*, defaults to 0):
             Position of the block's first wordpiece in the joined reader sequence (`[CLS] x [SEP] z [SEP]` gives
             `len(x) + 2`); added to every returned position.
+        answer_ids (`Sequence[Sequence[int]]`, *optional*):
+            `"text"` answers only: their wordpieces from [`tokenize_text_answers`] (one list per answer, in order), so
+            that the answers of a question are tokenized once for all of its blocks instead of once per block.
 
     Returns:
         `list[tuple[int, int]]`: Inclusive `(start, end)` positions, sorted and without duplicates; empty when the
@@ -205,8 +234,13 @@ def find_answer_spans(
     block = _as_block(block_token_ids)
     if not block or not answers:
         return []
+    if answer_ids is not None and (answer_format != "text" or len(answer_ids) != len(answers)):
+        raise ValueError(
+            f"answer_ids are the wordpieces of text answers, one list per answer: got {len(answer_ids)} for "
+            f"{len(answers)} {answer_format} answers."
+        )
     if answer_format == "text":
-        spans = _text_spans(block, answers, tokenizer, max_span_width)
+        spans = _text_spans(block, answers, tokenizer, max_span_width, answer_ids)
     else:
         spans = _regex_spans(block, answers, tokenizer, max_span_width)
     return [(start + block_offset, end + block_offset) for start, end in sorted(spans)]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..modeling.knowledge_encoder import IGNORE_INDEX
@@ -39,15 +41,39 @@ def pad_sequences(
     sequences: Sequence[Sequence[int]], pad_value: int, pad_to_multiple_of: int | None = None, length: int | None = None
 ) -> torch.Tensor:
     """Right-pad lists of ids to one length (the longest, or `length`, rounded up to `pad_to_multiple_of`): `[N, L]`."""
-    longest = max((len(sequence) for sequence in sequences), default=0)
+    lengths = [len(sequence) for sequence in sequences]
+    longest = max(lengths, default=0)
     length = longest if length is None else max(length, longest)
     if pad_to_multiple_of:
         length = -(-length // pad_to_multiple_of) * pad_to_multiple_of
     out = torch.full((len(sequences), length), pad_value, dtype=torch.long)
+    if not longest:
+        return out
+    if all(isinstance(sequence, (list, tuple)) for sequence in sequences):
+        # one conversion for the whole batch, written in place by a row-major mask (the rows' order)
+        values = torch.tensor(list(itertools.chain.from_iterable(sequences)), dtype=torch.long)
+        out[torch.arange(length)[None] < torch.tensor(lengths)[:, None]] = values
+        return out
     for row, sequence in enumerate(sequences):
         if len(sequence):
             out[row, : len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
     return out
+
+
+def _lengths_mask(lengths: np.ndarray, width: int) -> np.ndarray:
+    """`[N, width]` bool: position < the row's length."""
+    return np.arange(width)[None, :] < lengths[:, None]
+
+
+def _pad_ragged(values: np.ndarray, lengths: np.ndarray, width: int, pad_value: int) -> np.ndarray:
+    """Rows of `values` (concatenated, `lengths[i]` items each) right-padded to `[N, width]` int64."""
+    out = np.full((len(lengths), width), pad_value, dtype=np.int64)
+    out[_lengths_mask(lengths, width)] = values
+    return out
+
+
+def _round_up(length: int, multiple: int | None) -> int:
+    return -(-length // multiple) * multiple if multiple else length
 
 
 class RealmPretrainingCollator:
@@ -70,7 +96,10 @@ class RealmPretrainingCollator:
 
     Call it as `collator(examples, retrieved_blocks)` with `retrieved_blocks[b]` the list of block rows of example
     `b` (the same number for every example), or `collator(examples)` with each example holding them under
-    `"retrieved_blocks"`.
+    `"retrieved_blocks"`. `retrieved_blocks` may also be the columns that [`BlockStore.take`] (or
+    [`RealmIndex.get_block_arrays`]) returns for `[B, k]` block ids: `block_id` `[B, k]` and the
+    [`~realm_hf.corpus.store.RaggedRows`] of `input_ids` (and `token_type_ids`), which the trainer passes: the same
+    batch, built without a Python object per wordpiece.
 
     Returns a dict of `torch.long` tensors:
         - `query_input_ids`, `query_attention_mask`, `query_token_type_ids`: `[B, Lq]`;
@@ -112,30 +141,10 @@ class RealmPretrainingCollator:
         """The null document ∅: an empty block `[CLS] [SEP] [SEP]` (empty title, empty body)."""
         return {"input_ids": [self.cls_id, self.sep_id, self.sep_id], "token_type_ids": [0, 0, 1], "block_id": -1}
 
-    def _block(self, row: Mapping) -> tuple[list[int], list[int]]:
-        """A block row as (ids, token types), cut to `block_max_length` with its final [SEP] kept."""
-        ids = _as_list(row["input_ids"])
-        types = _as_list(row["token_type_ids"]) if row.get("token_type_ids") is not None else None
-        if types is None:
-            first_sep = ids.index(self.sep_id) if self.sep_id in ids else len(ids) - 1
-            types = [0] * (first_sep + 1) + [1] * (len(ids) - first_sep - 1)
-        if len(types) != len(ids):
-            raise ValueError(f"A block has {len(ids)} input_ids but {len(types)} token_type_ids.")
-        if len(ids) > self.block_max_length:
-            ids, types = ids[: self.block_max_length], types[: self.block_max_length]
-            ids[-1] = self.sep_id
-        return ids, types
-
-    def _body(self, ids: list[int], types: list[int]) -> list[int]:
-        """The body wordpieces of `[CLS] title [SEP] body [SEP]`: the token type 1 part without its final [SEP]."""
-        first = types.index(1) if 1 in types else len(ids)
-        body = ids[first:]
-        if body and body[-1] == self.sep_id:
-            body = body[:-1]
-        return body
-
     def __call__(
-        self, examples: Sequence[Mapping], retrieved_blocks: Sequence[Sequence[Mapping]] | None = None
+        self,
+        examples: Sequence[Mapping],
+        retrieved_blocks: Sequence[Sequence[Mapping]] | Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         if not examples:
             raise ValueError("Cannot collate an empty batch.")
@@ -146,23 +155,33 @@ class RealmPretrainingCollator:
                     "in every example."
                 )
             retrieved_blocks = [example["retrieved_blocks"] for example in examples]
-        if len(retrieved_blocks) != len(examples):
-            raise ValueError(f"Got {len(retrieved_blocks)} lists of retrieved blocks for {len(examples)} examples.")
-        counts = {len(blocks) for blocks in retrieved_blocks}
-        if len(counts) != 1:
-            raise ValueError(
-                f"Every example needs the same number of retrieved blocks, got {sorted(counts)}; retrieve k-1 blocks "
-                "for each (after excluding the trivial candidate)."
-            )
-        num_retrieved = counts.pop()
+        if isinstance(retrieved_blocks, Mapping):  # columns of `BlockStore.take`: block_id [B, k], RaggedRows
+            block_ids = np.asarray(retrieved_blocks["block_id"], dtype=np.int64)
+            if block_ids.ndim != 2 or len(block_ids) != len(examples):
+                raise ValueError(
+                    f"Retrieved blocks as columns need a block_id array [B={len(examples)}, k], got shape "
+                    f"{list(block_ids.shape)}."
+                )
+            for name in ("input_ids", "token_type_ids"):
+                rows = retrieved_blocks.get(name)
+                if rows is not None and len(rows) != block_ids.size:
+                    raise ValueError(f"Got {len(rows)} rows of {name} for {block_ids.size} retrieved blocks.")
+            num_retrieved = block_ids.shape[1]
+        else:
+            if len(retrieved_blocks) != len(examples):
+                raise ValueError(f"Got {len(retrieved_blocks)} lists of retrieved blocks for {len(examples)} examples.")
+            counts = {len(blocks) for blocks in retrieved_blocks}
+            if len(counts) != 1:
+                raise ValueError(
+                    f"Every example needs the same number of retrieved blocks, got {sorted(counts)}; retrieve k-1 "
+                    "blocks for each (after excluding the trivial candidate)."
+                )
+            num_retrieved = counts.pop()
         if num_retrieved == 0 and not self.use_null_document:
             raise ValueError("No retrieved blocks and no null document: every example needs at least one candidate.")
 
-        queries, labels, query_lengths = [], [], []
-        candidates, candidate_types, candidate_block_ids = [], [], []
-        joined, joined_types = [], []
-        source_block_ids = []
-        for index, (example, blocks) in enumerate(zip(examples, retrieved_blocks)):
+        queries, labels, source_block_ids = [], [], []
+        for index, example in enumerate(examples):
             query = _as_list(example["input_ids"])
             example_labels = _as_list(example["labels"])
             if len(example_labels) != len(query):
@@ -176,49 +195,153 @@ class RealmPretrainingCollator:
                 )
             queries.append(query)
             labels.append(example_labels)
-            query_lengths.append(len(query))
             source_block_ids.append(int(example.get("source_block_id", -1)))
+        ids, types, lengths, block_ids = self._candidates(retrieved_blocks, len(examples), num_retrieved)
+        return self._batch(queries, labels, source_block_ids, ids, types, lengths, block_ids)
 
-            rows = ([self.null_document] if self.use_null_document else []) + list(blocks)
-            room = self.joined_max_length - len(query) - 1  # [CLS] x [SEP] body [SEP]
-            for row in rows:
-                ids, types = self._block(row)
-                candidates.append(ids)
-                candidate_types.append(types)
-                candidate_block_ids.append(int(row.get("block_id", -1)))
-                body = self._body(ids, types)[:room]
-                joined.append(query + body + [self.sep_id])
-                joined_types.append([0] * len(query) + [1] * (len(body) + 1))
+    # ------------------------------------------------------------------------------------------- candidates
+    def _candidates(
+        self, retrieved_blocks: Any, batch_size: int, num_retrieved: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The `B*K` candidates, ∅ first in each example's when `use_null_document`, cut to `block_max_length`
+        (the last id of a cut block set to [SEP]): ids and token types `[B*K, W]` (0 past each row's length), the
+        lengths `[B*K]` and the block ids `[B, K]` (-1 for ∅ and for rows without one)."""
+        if isinstance(retrieved_blocks, Mapping):
+            block_ids = np.asarray(retrieved_blocks["block_id"], dtype=np.int64).reshape(batch_size, num_retrieved)
+            ids_rows, types_rows = retrieved_blocks["input_ids"], retrieved_blocks.get("token_type_ids")
+            values, lengths = np.asarray(ids_rows.values, dtype=np.int64), ids_rows.lengths
+            if types_rows is None:
+                type_values, type_lengths = np.zeros(0, np.int64), np.zeros_like(lengths)
+                has_types = np.zeros(len(lengths), dtype=bool)
+            else:
+                type_values, type_lengths = np.asarray(types_rows.values, dtype=np.int64), types_rows.lengths
+                has_types = np.ones(len(lengths), bool) if types_rows.valid is None else np.asarray(types_rows.valid)
+                bad = np.flatnonzero(has_types & (type_lengths != lengths))
+                if len(bad):
+                    raise ValueError(
+                        f"A block has {lengths[bad[0]]} input_ids but {type_lengths[bad[0]]} token_type_ids."
+                    )
+        else:
+            id_lists, type_lists, has_list, block_list = [], [], [], []
+            for blocks in retrieved_blocks:
+                for row in blocks:
+                    row_ids = _as_list(row["input_ids"])
+                    row_types = _as_list(row["token_type_ids"]) if row.get("token_type_ids") is not None else []
+                    has_list.append(row.get("token_type_ids") is not None)
+                    if has_list[-1] and len(row_types) != len(row_ids):
+                        raise ValueError(f"A block has {len(row_ids)} input_ids but {len(row_types)} token_type_ids.")
+                    id_lists.append(row_ids)
+                    type_lists.append(row_types)
+                    block_list.append(int(row.get("block_id", -1)))
+            values = np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64)
+            type_values = np.fromiter(itertools.chain.from_iterable(type_lists), dtype=np.int64)
+            lengths = np.asarray([len(row) for row in id_lists], dtype=np.int64)
+            type_lengths = np.asarray([len(row) for row in type_lists], dtype=np.int64)
+            has_types = np.asarray(has_list, dtype=bool)
+            block_ids = np.asarray(block_list, dtype=np.int64).reshape(batch_size, num_retrieved)
 
-        batch_size, num_candidates = len(examples), len(candidates) // len(examples)
+        width = int(lengths.max(initial=0))
+        ids = _pad_ragged(values, lengths, width, 0)  # [B*k, W]
+        types = _pad_ragged(type_values, type_lengths, width, 0)  # [B*k, W]
+        if not has_types.all() and width:
+            # no token types: 0 up to the first [SEP] (the title), 1 after it (the body); without [SEP], all 0
+            is_sep = (ids == self.sep_id) & _lengths_mask(lengths, width)
+            first_sep = np.where(is_sep.any(1), is_sep.argmax(1), lengths - 1)  # [B*k]
+            derived = (np.arange(width)[None, :] > first_sep[:, None]).astype(np.int64)
+            types = np.where(has_types[:, None], types, derived)
+        if self.use_null_document:
+            # ∅ = [CLS] [SEP] [SEP] with token types 0 0 1, before each example's retrieved blocks
+            width = max(width, 3)
+            null_ids, null_types = np.zeros((batch_size, 1, width), np.int64), np.zeros((batch_size, 1, width), np.int64)
+            null_ids[:, 0, :3] = [self.cls_id, self.sep_id, self.sep_id]
+            null_types[:, 0, :3] = [0, 0, 1]
+
+            def with_null(rows: np.ndarray) -> np.ndarray:
+                rows = np.pad(rows, ((0, 0), (0, width - rows.shape[1]))).reshape(batch_size, num_retrieved, width)
+                return rows  # [B, k, W]
+
+            ids = np.concatenate([null_ids, with_null(ids)], axis=1).reshape(-1, width)
+            types = np.concatenate([null_types, with_null(types)], axis=1).reshape(-1, width)
+            lengths = np.concatenate(
+                [np.full((batch_size, 1), 3, np.int64), lengths.reshape(batch_size, num_retrieved)], axis=1
+            ).reshape(-1)
+            block_ids = np.concatenate([np.full((batch_size, 1), -1, np.int64), block_ids], axis=1)
+        if width > self.block_max_length:
+            cut = lengths > self.block_max_length
+            ids, types = ids[:, : self.block_max_length].copy(), types[:, : self.block_max_length]
+            ids[cut, -1] = self.sep_id
+            lengths = np.minimum(lengths, self.block_max_length)
+        valid = _lengths_mask(lengths, ids.shape[1])
+        return np.where(valid, ids, 0), np.where(valid, types, 0), lengths, block_ids
+
+    def _batch(
+        self, queries: list[list[int]], labels: list[list[int]], source_block_ids: list[int], ids: np.ndarray,
+        types: np.ndarray, lengths: np.ndarray, block_ids: np.ndarray,
+    ) -> dict[str, Any]:
+        """The tensors of the batch from the queries and the candidates of `_candidates`."""
+        batch_size, num_candidates = block_ids.shape
+        count, width = ids.shape
         multiple = self.pad_to_multiple_of
+        query_lengths = np.asarray([len(query) for query in queries], dtype=np.int64)  # [B]
+        query_values = np.fromiter(itertools.chain.from_iterable(queries), dtype=np.int64)
+        label_values = np.fromiter(itertools.chain.from_iterable(labels), dtype=np.int64)
 
-        query_input_ids = pad_sequences(queries, self.pad_id, multiple)  # [B, Lq]
-        candidate_input_ids = pad_sequences(candidates, self.pad_id, multiple)  # [B*K, Lb]
-        input_ids = pad_sequences(joined, self.pad_id, multiple)  # [B*K, L]
-        joined_length = input_ids.shape[-1]
+        # the body of `[CLS] title [SEP] body [SEP]`: from the first token type 1, without the final [SEP], cut to
+        # the room the sentence leaves in `[CLS] x [SEP] body [SEP]`
+        rows = np.arange(count)
+        if width:
+            is_body = (types == 1) & _lengths_mask(lengths, width)
+            first = np.where(is_body.any(1), is_body.argmax(1), lengths)  # [B*K]
+            last = ids[rows, np.maximum(lengths - 1, 0)]
+        else:
+            first, last = lengths.copy(), np.full(count, -1)
+        ends_with_sep = (lengths > first) & (last == self.sep_id)
+        query_of = np.repeat(query_lengths, num_candidates)  # [B*K] the sentence length of each candidate's example
+        room = self.joined_max_length - query_of - 1
+        body_lengths = np.minimum(lengths - first - ends_with_sep, room)  # [B*K]
+        joined_lengths = query_of + body_lengths + 1  # [B*K]
 
-        def mask(lengths: list[int], length: int) -> torch.Tensor:
-            return (torch.arange(length).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).long()
+        joined_length = _round_up(int(joined_lengths.max()), multiple)
+        positions = np.arange(joined_length)[None, :]
+        queries_padded = _pad_ragged(query_values, query_lengths, joined_length, self.pad_id)  # [B, L]
+        joined = np.repeat(queries_padded, num_candidates, axis=0)  # [B*K, L] the sentence, then padding
+        in_body = (positions >= query_of[:, None]) & (positions < (query_of + body_lengths)[:, None])
+        if width:
+            source = np.clip(first[:, None] + positions - query_of[:, None], 0, width - 1)
+            joined = np.where(in_body, np.take_along_axis(ids, source, axis=1), joined)
+        joined[rows, query_of + body_lengths] = self.sep_id
+        joined_types = ((positions >= query_of[:, None]) & (positions < joined_lengths[:, None])).astype(np.int64)
 
-        batch = {
+        query_length = _round_up(int(query_lengths.max()), multiple)
+        block_length = _round_up(int(lengths.max(initial=0)), multiple)
+        candidate_ids = np.full((count, block_length), self.pad_id, dtype=np.int64)
+        candidate_types = np.zeros((count, block_length), dtype=np.int64)
+        kept = min(width, block_length)
+        valid = _lengths_mask(lengths, kept)
+        candidate_ids[:, :kept] = np.where(valid, ids[:, :kept], self.pad_id)
+        candidate_types[:, :kept] = types[:, :kept]
+
+        def tensor(array: np.ndarray, *shape: int) -> torch.Tensor:
+            return torch.from_numpy(np.require(array, np.int64, ["C", "W"])).view(*shape)
+
+        query_input_ids = tensor(_pad_ragged(query_values, query_lengths, query_length, self.pad_id), batch_size, -1)
+        return {
             "query_input_ids": query_input_ids,
-            "query_attention_mask": mask(query_lengths, query_input_ids.shape[-1]),
+            "query_attention_mask": tensor(_lengths_mask(query_lengths, query_length), batch_size, query_length),
             "query_token_type_ids": torch.zeros_like(query_input_ids),
-            "candidate_input_ids": candidate_input_ids.view(batch_size, num_candidates, -1),
-            "candidate_attention_mask": mask([len(c) for c in candidates], candidate_input_ids.shape[-1]).view(
-                batch_size, num_candidates, -1
+            "candidate_input_ids": tensor(candidate_ids, batch_size, num_candidates, block_length),
+            "candidate_attention_mask": tensor(
+                _lengths_mask(lengths, block_length), batch_size, num_candidates, block_length
             ),
-            "candidate_token_type_ids": pad_sequences(candidate_types, 0, length=candidate_input_ids.shape[-1]).view(
-                batch_size, num_candidates, -1
+            "candidate_token_type_ids": tensor(candidate_types, batch_size, num_candidates, block_length),
+            "input_ids": tensor(joined, batch_size, num_candidates, joined_length),
+            "attention_mask": tensor(
+                _lengths_mask(joined_lengths, joined_length), batch_size, num_candidates, joined_length
             ),
-            "input_ids": input_ids.view(batch_size, num_candidates, -1),
-            "attention_mask": mask([len(j) for j in joined], joined_length).view(batch_size, num_candidates, -1),
-            "token_type_ids": pad_sequences(joined_types, 0, length=joined_length).view(batch_size, num_candidates, -1),
+            "token_type_ids": tensor(joined_types, batch_size, num_candidates, joined_length),
             # the sentence comes first in every joined sequence, so its label positions are the query's
-            "labels": pad_sequences(labels, IGNORE_INDEX, length=joined_length),  # [B, L]
-            "candidate_block_ids": torch.tensor(candidate_block_ids, dtype=torch.long).view(batch_size, num_candidates),
+            "labels": tensor(_pad_ragged(label_values, query_lengths, joined_length, IGNORE_INDEX), batch_size, -1),
+            "candidate_block_ids": tensor(block_ids, batch_size, num_candidates),
             "source_block_ids": torch.tensor(source_block_ids, dtype=torch.long),
             "null_candidate_index": 0 if self.use_null_document else None,
         }
-        return batch

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .answer_spans import find_answer_spans, pad_answer_spans
+from .answer_spans import find_answer_spans, pad_answer_spans, tokenize_text_answers
 from .collators import pad_sequences
 from .qa_examples import load_qa_examples, normalize_qa_example  # load_qa_examples: part of this module's API
 
@@ -162,6 +162,9 @@ class OpenQaCollator:
         max_answers (`int`, *optional*): Gold spans kept per block (default: all).
         truncate_questions (`bool`, defaults to `False`): Cut over-long questions instead of raising.
         pad_to_multiple_of (`int`, *optional*): Round padded lengths up to a multiple of this.
+        char_offsets (`bool`, defaults to `True`): Find each candidate's character offsets (its text tokenized
+            again, every call), which map predicted spans back to the text; training, which maps no span, passes
+            False (`CandidateBlock.char_offsets` is then None; the tensors are the same).
 
     Call it as `collator(examples, retrieved_blocks, candidate_embeds=None)`:
         - `examples`: `B` QA dicts (`question`, optional `answers` / `answer_format`) or question strings;
@@ -191,6 +194,7 @@ class OpenQaCollator:
         max_answers: int | None = None,
         truncate_questions: bool = False,
         pad_to_multiple_of: int | None = None,
+        char_offsets: bool = True,
     ):
         if query_max_length < 3:
             raise ValueError(f"query_max_length must be at least 3 ([CLS] q [SEP]), got {query_max_length}.")
@@ -208,6 +212,8 @@ class OpenQaCollator:
         self.max_answers = max_answers
         self.truncate_questions = truncate_questions
         self.pad_to_multiple_of = pad_to_multiple_of
+        self.char_offsets = char_offsets
+        self._last_questions: tuple[tuple[str, ...], list[list[int]]] | None = None  # see question_ids
         self.cls_id, self.sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         if self.cls_id is None or self.sep_id is None:
@@ -223,7 +229,18 @@ class OpenQaCollator:
         return [normalize_qa_example(example, i) for i, example in enumerate(examples)]
 
     def question_ids(self, questions: Sequence[str]) -> list[list[int]]:
-        """`[CLS] question [SEP]` wordpieces of each question; raises on over-long questions unless truncating."""
+        """`[CLS] question [SEP]` wordpieces of each question; raises on over-long questions unless truncating.
+
+        The questions of the last call are remembered: a training step tokenizes its batch for retrieval
+        ([`encode_questions`]) and again when it collates, and the second time costs a copy."""
+        key = tuple(questions)
+        if self._last_questions is not None and self._last_questions[0] == key:
+            return [list(ids) for ids in self._last_questions[1]]
+        out = self._question_ids(key)
+        self._last_questions = (key, [list(ids) for ids in out])
+        return out
+
+    def _question_ids(self, questions: Sequence[str]) -> list[list[int]]:
         encoded = self.tokenizer(list(questions), add_special_tokens=True)["input_ids"]
         out = []
         for i, (question, ids) in enumerate(zip(questions, encoded)):
@@ -273,7 +290,7 @@ class OpenQaCollator:
         """Character offsets of each body wordpiece in its text, when the text re-tokenizes to the same ids."""
         offsets: list[list[tuple[int, int]] | None] = [None] * len(texts)
         todo = [i for i, text in enumerate(texts) if text and bodies[i]]
-        if not todo or not getattr(self.tokenizer, "is_fast", False):
+        if not todo or not self.char_offsets or not getattr(self.tokenizer, "is_fast", False):
             return offsets
         encoded = self.tokenizer(
             [texts[i] for i in todo], add_special_tokens=False, return_offsets_mapping=True
@@ -282,6 +299,18 @@ class OpenQaCollator:
             if list(ids) == bodies[i]:
                 offsets[i] = [tuple(m) for m in mapping]
         return offsets
+
+    def _text_answer_ids(self, examples: list[dict[str, Any]]) -> list[list[list[int]] | None]:
+        """The wordpieces of each example's text answers (None for regex answers), from one tokenizer call for the
+        batch: [`find_answer_spans`] then matches them in every retrieved block without tokenizing them again."""
+        answers = [
+            answer for example in examples if example["answer_format"] == "text" for answer in example["answers"]
+        ]
+        encoded = iter(tokenize_text_answers(answers, self.tokenizer))
+        return [
+            [next(encoded) for _ in example["answers"]] if example["answer_format"] == "text" else None
+            for example in examples
+        ]
 
     # ------------------------------------------------------------------------------------------------- call
     def __call__(
@@ -304,6 +333,7 @@ class OpenQaCollator:
         full_bodies = [self._body(row) for row in flat_rows]
         texts = [str(row.get("text") or "") for row in flat_rows]
         offsets = self._char_offsets(texts, full_bodies)
+        answer_ids = self._text_answer_ids(examples) if with_answers else [None] * batch_size
 
         joined, joined_types, spans, candidates = [], [], [], []
         for b, (example, query) in enumerate(zip(examples, queries)):
@@ -328,7 +358,7 @@ class OpenQaCollator:
                     question_spans.append(
                         find_answer_spans(
                             body, example["answers"], self.tokenizer, answer_format=example["answer_format"],
-                            max_span_width=self.max_span_width, block_offset=len(query),
+                            max_span_width=self.max_span_width, block_offset=len(query), answer_ids=answer_ids[b],
                         )
                     )
             candidates.append(question_candidates)

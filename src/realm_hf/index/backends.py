@@ -74,8 +74,10 @@ class TorchExactBackend:
         self.embeddings = embeddings  # [N, D]
         self.ids = torch.from_numpy(np.asarray(ids, dtype=np.int64))  # [N]
         self._device_matrix = None
+        self._device_ids = self.ids  # [N] on the search device (copied once, not at every search)
         if self.device.type != "cpu":
             self._device_matrix = _rows_to_tensor(np.asarray(embeddings), self.device)  # [N, D]
+            self._device_ids = self.ids.to(self.device)
 
     def add(self, embeddings: np.ndarray, ids: np.ndarray, all_embeddings: np.ndarray, all_ids: np.ndarray) -> None:
         self.set_data(all_embeddings, all_ids)
@@ -101,7 +103,7 @@ class TorchExactBackend:
             merged_rows = torch.cat([best_rows, top_rows + start], dim=1)
             best_scores, order = merged_scores.topk(min(k, merged_scores.shape[1]), dim=1)  # [B, <=k]
             best_rows = merged_rows.gather(1, order)
-        ids = self.ids.to(self.device)[best_rows]  # [B, <=k]
+        ids = self._device_ids[best_rows]  # [B, <=k]
         if best_rows.shape[1] < k:  # fewer rows than k: pad like faiss does
             pad = k - best_rows.shape[1]
             best_scores = torch.cat([best_scores, best_scores.new_full((batch, pad), float("-inf"))], dim=1)

@@ -76,7 +76,7 @@ class IctTrainer(TrainingLoop):
     def training_step(self, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         loss, scores = self.model(batch)
         accuracy = (scores.argmax(-1) == torch.arange(scores.shape[0], device=scores.device)).float().mean()
-        return loss, {"in_batch_accuracy": accuracy.item()}
+        return loss, {"in_batch_accuracy": accuracy.detach()}  # read by the loop at its logging steps
 
     def save_model(self, directory: str) -> None:
         super().save_model(directory)

@@ -1,6 +1,7 @@
 """The training loop shared by ICT, REALM pre-training and Open-QA fine-tuning, on Accelerate.
 
-A trainer subclasses [`TrainingLoop`] and implements `training_step(batch) -> (loss, logs)`; it may override
+A trainer subclasses [`TrainingLoop`] and implements `training_step(batch) -> (loss, logs)` (logs: floats or 0-d
+tensors, which the loop reads at its logging steps only, so a step need not wait for the device); it may override
 `on_step_end(step)` (e.g. to swap a refreshed index), `status()` (a short line for the progress bar and the log),
 `evaluate(step) -> dict`, `extra_state() / load_extra_state()` (what a checkpoint records beside models and
 optimizer), `on_train_begin()` / `on_train_end()` and `save_model(directory)`.
@@ -23,7 +24,8 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.state import AcceleratorState
 from accelerate.utils import (
-    DataLoaderConfiguration, DistributedDataParallelKwargs, broadcast_object_list, parse_flag_from_env, set_seed,
+    DataLoaderConfiguration, DistributedDataParallelKwargs, DistributedType, broadcast_object_list, parse_flag_from_env,
+    set_seed,
 )
 from torch import nn
 from tqdm.auto import tqdm
@@ -42,6 +44,12 @@ TRAINER_STATE = "trainer_state.json"
 def as_examples(batch: list[dict]) -> list[dict]:
     """DataLoader collate_fn of the trainers: keep the examples as dicts (collation needs the retrieved blocks first)."""
     return batch
+
+
+def _mean(values: list) -> float:
+    """The mean of a logging window's values (floats, or 0-d tensors read now), summed in order as floats."""
+    floats = [value.item() if isinstance(value, torch.Tensor) else value for value in values]
+    return sum(floats) / len(floats)
 
 
 def complete_checkpoints(output_dir: str) -> list[str]:
@@ -160,8 +168,15 @@ class TrainingLoop:
             for group in groups
         ]
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedules)
+        # batches of examples as dicts (`as_examples`) hold no tensor: accelerate's device placement would only walk
+        # every list of token ids, item by item, at every step (DeepSpeed and Megatron-LM take no per-object choice)
+        placement = None
+        if dataloader.collate_fn is as_examples and self.accelerator.distributed_type not in (
+            DistributedType.DEEPSPEED, DistributedType.MEGATRON_LM
+        ):
+            placement = [None, None, False, None]
         self.model, self.optimizer, self.dataloader, self.scheduler = self.accelerator.prepare(
-            model, optimizer, dataloader, scheduler
+            model, optimizer, dataloader, scheduler, device_placement=placement
         )
         self.step = 0
         self.history: list[dict] = []
@@ -172,6 +187,15 @@ class TrainingLoop:
                 json.dump(config if config is not None else vars(args), f, indent=2, default=str)
         if args.report_to != "none":
             self.accelerator.init_trackers("realm_hf", config=_loggable(config or {}))
+
+    def unwrapped_model(self) -> nn.Module:
+        """`accelerator.unwrap_model(self.model)`, kept while `self.model` is the same object: unwrapping walks every
+        submodule (accelerate looks for compiled regions), milliseconds that the trainers would pay several times a
+        step."""
+        cached = self.__dict__.get("_unwrapped")
+        if cached is None or cached[0] is not self.model:
+            cached = self.__dict__["_unwrapped"] = (self.model, self.accelerator.unwrap_model(self.model))
+        return cached[1]
 
     # --------------------------------------------------------------------------------- hooks for subclasses
     def parameter_groups(self, model: nn.Module) -> list[dict]:
@@ -301,9 +325,11 @@ class TrainingLoop:
                     self.optimizer.step()
                     self.scheduler.step()
                     self.optimizer.zero_grad()
-                running["loss"].append(loss.detach().float().item())
+                # kept as tensors and read at the logging steps: an `.item()` here would wait for the device at
+                # every step, before the next batch is prepared
+                running["loss"].append(loss.detach().float())
                 for key, value in logs.items():
-                    running[key].append(float(value))
+                    running[key].append(value.detach() if isinstance(value, torch.Tensor) else float(value))
                 if not self.accelerator.sync_gradients:
                     continue
                 self.step += 1
@@ -313,7 +339,7 @@ class TrainingLoop:
                     progress.set_postfix_str(status, refresh=False)
                 progress.update(1)
                 if self.step % args.logging_steps == 0 or self.step == args.max_steps:
-                    record = {key: sum(values) / len(values) for key, values in running.items() if values}
+                    record = {key: _mean(values) for key, values in running.items() if values}
                     record.update(latest)
                     latest.clear()
                     record["learning_rate"] = self.scheduler.get_last_lr()[0]

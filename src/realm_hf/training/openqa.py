@@ -121,6 +121,7 @@ class OpenQaTrainer(TrainingLoop):
             reader_max_length=min(corpus_args.joined_max_length, model.config.reader_config.max_length),
             max_span_width=model.config.reader_config.max_span_width,
             truncate_questions=openqa_args.truncate_questions,
+            char_offsets=False,  # training maps no span back to text (evaluation builds its own collator)
         )
         self.train_examples = load_qa_examples(openqa_args.train_file, max_questions=openqa_args.max_train_questions)
         self.rehearsal_examples = load_rehearsal_examples(
@@ -164,7 +165,7 @@ class OpenQaTrainer(TrainingLoop):
 
     @property
     def open_qa_model(self) -> RealmForOpenQA:
-        return self.accelerator.unwrap_model(self.model)
+        return self.unwrapped_model()
 
     # ------------------------------------------------------------------------------------------------ index
     def _load_index(self, directory: str) -> RealmIndex:
@@ -253,7 +254,7 @@ class OpenQaTrainer(TrainingLoop):
         batch["answerable"] = has_gold.any(-1)  # [B]
         return batch
 
-    def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float]]:
+    def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float | torch.Tensor]]:
         if self.step < self.openqa_args.reader_warmup_steps:
             return self.read(examples, evidence=True)
         questions = [e for e in examples if not e.get(REHEARSAL_KEY)]
@@ -270,7 +271,7 @@ class OpenQaTrainer(TrainingLoop):
             logs.update(logs_of_questions)
         return loss, logs
 
-    def read(self, examples: list[dict], evidence: bool) -> tuple[torch.Tensor, dict[str, float]]:
+    def read(self, examples: list[dict], evidence: bool) -> tuple[torch.Tensor, dict[str, float | torch.Tensor]]:
         r"""
         The loss of reading `examples` (the mean over them) and its logs: with their evidence block and hard
         negatives ([`evidence_batch`], the warm-up's and rehearsal's way) or with their `top_k` retrieved blocks.
@@ -278,15 +279,18 @@ class OpenQaTrainer(TrainingLoop):
         batch = self.evidence_batch(examples) if evidence else self.retrieve_and_collate(examples)
         device = self.accelerator.device
         out = self.model(**{name: tensor.to(device) for name, tensor in model_inputs(batch).items()})
-        logs = {"answerable": batch["answerable"].float().mean().item()}
-        answerable = batch["answerable"].to(device)
+        # figures of the device's results stay 0-d tensors, read by the loop at its logging steps (no wait here);
+        # `answerable` is known on the host
+        answerable = batch["answerable"]  # [B], on the CPU
+        logs = {"answerable": answerable.float().mean().item()}
         if answerable.any():
             # `loss` averages in the zeros of batches with nothing answerable; this one does not
-            logs["answerable_loss"] = out.loss.item()
+            logs["answerable_loss"] = out.loss.detach()
             if not evidence:  # (evidence candidates are chosen by their gold spans: their p(z|x) says nothing)
                 has_gold = (batch["start_positions"] >= 0).any(-1).to(device)  # [B, K]
                 mass = (out.retrieval_log_probs.detach().exp() * has_gold).sum(-1)  # [B]
-                logs["gold_retrieval_mass"] = mass[answerable].mean().item()
+                rows = answerable.nonzero()[:, 0].to(device)  # the answerable questions, chosen on the host
+                logs["gold_retrieval_mass"] = mass.index_select(0, rows).mean()
         return out.loss, logs
 
     # ------------------------------------------------------------------------------------------- evaluation

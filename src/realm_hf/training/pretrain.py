@@ -239,7 +239,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     # ------------------------------------------------------------------------------------------------ index
     @property
     def retriever(self) -> RealmRetriever:
-        return self.accelerator.unwrap_model(self.model).retriever
+        return self.unwrapped_model().retriever
 
     def on_step_end(self, step: int) -> dict[str, float]:
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
@@ -324,11 +324,16 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     ) -> tuple[dict, int | None]:
         """The candidate batch of `examples` with the blocks `block_ids` `[B, k]` of `index`, on the device."""
         device = self.accelerator.device
-        rows = index.get_blocks(block_ids, columns=["block_id", "input_ids", "token_type_ids"])
-        retrieved = [
-            [{name: rows[name][b][j] for name in rows} for j in range(block_ids.shape[1])]
-            for b in range(len(examples))
-        ]
+        columns = ["block_id", "input_ids", "token_type_ids"]
+        if hasattr(index, "get_block_arrays"):
+            # the candidates' columns as arrays, read from Arrow in one call: no Python object per wordpiece
+            retrieved = index.get_block_arrays(block_ids, columns)
+        else:  # an index without it (e.g. a sharded one): block rows as dicts
+            rows = index.get_blocks(block_ids, columns=columns)
+            retrieved = [
+                [{name: rows[name][b][j] for name in rows} for j in range(block_ids.shape[1])]
+                for b in range(len(examples))
+            ]
         batch = collator(examples, retrieved)
         null_index = batch.pop("null_candidate_index", None)
         batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
@@ -341,7 +346,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             return []
         return list(self.retriever.parameters())
 
-    def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float]]:
+    def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         reading_warmup = self.step < self.pretraining_args.reading_warmup_steps
         batch, null_index = self.retrieve_and_collate(examples, include_source_block=reading_warmup)
         # while the retriever is frozen its backward pass is work for nothing; several processes run it anyway (DDP
@@ -351,24 +356,30 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup
         )
         logs = self._retrieval_logs(out, null_index)
-        if "ru_top" in logs:
-            self._step_utilities.append(logs["ru_top"])
+        if "ru_top" in logs and self._gate_waiting():
+            self._step_utilities.append(float(logs["ru_top"]))  # the gate decides between steps: read it now
         return out.loss, logs
 
+    def _gate_waiting(self) -> bool:
+        """Whether the utility gate (`retriever_gate_utility`) has yet to open, and so needs each step's utility."""
+        return self.pretraining_args.retriever_gate_utility is not None and self.retriever_start_step is None
+
     @staticmethod
-    def _retrieval_logs(out, null_index: int | None) -> dict[str, float]:
-        logs = {"log_likelihood": out.marginal_log_likelihood.mean().item()}
+    def _retrieval_logs(out, null_index: int | None) -> dict[str, torch.Tensor]:
+        """The step's figures as detached 0-d tensors: the loop reads them (`.item()`, a wait for the device) at its
+        logging steps only, so the step does not wait for the forward pass before its backward pass is queued."""
+        logs = {"log_likelihood": out.marginal_log_likelihood.detach().mean()}
         if null_index is not None:
             retrieved = [k for k in range(out.retrieval_log_probs.shape[1]) if k != null_index]
-            prior = out.retrieval_log_probs[:, retrieved]  # [B, K-1]
+            prior = out.retrieval_log_probs[:, retrieved].detach()  # [B, K-1]
             top = prior.argmax(-1, keepdim=True)  # the retriever's favourite real document
             utility = out.retrieval_utility[:, retrieved].detach()
             logs.update(
                 {
-                    "ru_top": utility.gather(1, top).mean().item(),
-                    "ru_mean": utility.mean().item(),
-                    "null_prior_mass": out.retrieval_log_probs[:, null_index].exp().mean().item(),
-                    "null_posterior_mass": out.posterior_log_probs[:, null_index].exp().mean().item(),
+                    "ru_top": utility.gather(1, top).mean(),
+                    "ru_mean": utility.mean(),
+                    "null_prior_mass": out.retrieval_log_probs[:, null_index].detach().exp().mean(),
+                    "null_posterior_mass": out.posterior_log_probs[:, null_index].detach().exp().mean(),
                 }
             )
         return logs
