@@ -78,6 +78,7 @@ class PretrainingIndexMixin:
                     "device": resources.device,
                 },
                 mode=resources.refresher_mode,
+                load_kwargs={"device": self.accelerator.device},  # searched where the trainer runs (a GPU's matmul)
                 schedule=RefreshSchedule(args.refresh_schedule),
                 index=self.index, num_threads=resources.num_threads, niceness=resources.niceness,
                 trainer_threads=resources.trainer_threads, time_share=resources.time_share,
@@ -87,7 +88,7 @@ class PretrainingIndexMixin:
         return RealmIndex.build(
             self.blocks, self.retriever, tokenizer=self.tokenizer, index_type=index_type or self.corpus_args.index_type,
             batch_size=self.corpus_args.embed_batch_size,
-            dtype=autocast_dtype(self.corpus_args.embed_dtype), step=step,
+            dtype=autocast_dtype(self.corpus_args.embed_dtype), step=step, device=self.accelerator.device,
         )
 
     def _doc_tower_snapshot(self) -> dict[str, torch.Tensor]:
@@ -109,7 +110,7 @@ class PretrainingIndexMixin:
         if self.accelerator.num_processes > 1:
             broadcast_object_list(swapped)
             if not self.accelerator.is_main_process and swapped[0] is not None:
-                self.index = RealmIndex.from_pretrained(swapped[0])
+                self.index = RealmIndex.from_pretrained(swapped[0], device=self.accelerator.device)
         return swapped[0]
 
     def _restore_index(self, state: dict) -> None:
@@ -118,7 +119,9 @@ class PretrainingIndexMixin:
         directory = os.path.join(self.index_root, f"index-{step}")
         if step is not None and os.path.isdir(directory):
             try:
-                self.index = RealmIndex.from_pretrained(directory, expected_fingerprint=state.get("index_fingerprint"))
+                self.index = RealmIndex.from_pretrained(
+                    directory, expected_fingerprint=state.get("index_fingerprint"), device=self.accelerator.device
+                )
             except ValueError as err:
                 raise ValueError(
                     f"The checkpoint trained with {directory}, which has changed since ({err}). Restore that index, or "
