@@ -15,6 +15,7 @@ TITLE = 8  # the synthetic blocks' title at Lz = 32: [CLS] 8 title wordpieces [S
 LAYERS, HIDDEN, NON_EMBEDDING = 2, 32, 17_088
 
 
+@pytest.mark.usefixtures("restore_logging")
 def test_bench_gpu_step_counts_the_same_tokens_for_the_realm_step_and_bare_bert(tmp_path):
     output = tmp_path / "step.json"
     bench_gpu_step.main([

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+import pytest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
@@ -23,6 +24,7 @@ QUESTIONS = [
 ]
 
 
+@pytest.mark.usefixtures("restore_logging")
 def test_bench_step_overhead_times_every_phase_of_both_trainers(tmp_path):
     qa = tmp_path / "qa.jsonl"
     qa.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS * 2))
