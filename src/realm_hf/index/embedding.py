@@ -172,44 +172,29 @@ def _embed_rows(
     dtype: torch.dtype | None,
     pad_token_id: int,
 ) -> np.ndarray:
-    parts = [
-        _embed_chunk(blocks.select(range(low, min(low + CHUNK_ROWS, stop))), embed_fn, batch_size, device, dtype,
-                     pad_token_id)
-        for low in range(start, stop, CHUNK_ROWS)
-    ]
-    parts = [part for part in parts if part.size]
-    return np.concatenate(parts, axis=0) if parts else np.empty((0, 0), dtype=np.float32)
-
-
-def _embed_chunk(
-    blocks: datasets.Dataset,
-    embed_fn: EmbedFn,
-    batch_size: int,
-    device: torch.device,
-    dtype: torch.dtype | None,
-    pad_token_id: int,
-) -> np.ndarray:
-    columns = TokenColumns(blocks)
-    # longest first: batches of similar length waste little padding, and an out-of-memory shows up at once
-    order = np.argsort(-columns.lengths, kind="stable")  # [n]
-    outputs: list[torch.Tensor] = []  # on the device until the chunk ends: no host sync per batch
     autocast = dtype is not None and dtype != torch.float32
     pinned = device.type == "cuda"
-    for offset in tqdm(range(0, len(order), batch_size), desc="Embedding blocks", unit="batch"):
-        pause_point()  # a paced build hands the thread back to the trainer here: outside no_grad and autocast
-        batch = columns.batch(order[offset : offset + batch_size], pad_token_id)
-        batch = {name: (t.pin_memory() if pinned else t).to(device, non_blocking=pinned) for name, t in batch.items()}
-        with torch.no_grad(), torch.autocast(device_type=device.type, dtype=dtype, enabled=autocast):
-            out = embed_fn(batch)
-        if not isinstance(out, torch.Tensor):  # a ModelOutput or tuple: its first field is the embedding
-            out = out[0]
-        outputs.append(out.detach().float())  # [b, D]
-    if not outputs:
-        return np.empty((0, 0), dtype=np.float32)
-    in_length_order = torch.cat(outputs).cpu().numpy()  # [n, D]
-    embeddings = np.empty_like(in_length_order)
-    embeddings[order] = in_length_order  # back to the original row order
-    return embeddings
+    parts = []
+    for low in range(start, stop, CHUNK_ROWS):  # [low, high) read from Arrow at once
+        columns = TokenColumns(blocks.select(range(low, min(low + CHUNK_ROWS, stop))))
+        # longest first: batches of similar length waste little padding, and an out-of-memory shows up at once
+        order = np.argsort(-columns.lengths, kind="stable")  # [n]
+        outputs: list[torch.Tensor] = []  # on the device until the chunk ends: no host sync per batch
+        for offset in tqdm(range(0, len(order), batch_size), desc="Embedding blocks", unit="batch"):
+            pause_point()  # a paced build hands the thread back to the trainer here: outside no_grad and autocast
+            batch = columns.batch(order[offset : offset + batch_size], pad_token_id)
+            batch = {k: (t.pin_memory() if pinned else t).to(device, non_blocking=pinned) for k, t in batch.items()}
+            with torch.no_grad(), torch.autocast(device_type=device.type, dtype=dtype, enabled=autocast):
+                out = embed_fn(batch)
+            if not isinstance(out, torch.Tensor):  # a ModelOutput or tuple: its first field is the embedding
+                out = out[0]
+            outputs.append(out.detach().float())  # [b, D]
+        if outputs:
+            in_length_order = torch.cat(outputs).cpu().numpy()  # [n, D]
+            part = np.empty_like(in_length_order)
+            part[order] = in_length_order  # back to the original row order
+            parts.append(part)
+    return np.concatenate(parts, axis=0) if parts else np.empty((0, 0), dtype=np.float32)
 
 
 def _all_gather_rows(local: np.ndarray, num_rows: int, world_size: int) -> np.ndarray:
