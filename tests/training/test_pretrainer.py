@@ -208,14 +208,15 @@ def test_length_buckets_reach_both_models_and_leave_the_loss_unchanged(tmp_path)
 
 def test_paced_refresh_builds_between_steps_and_swaps_in(tmp_path):
     # the builder runs only in the trainer's slices (half of its time here): refreshes still arrive, none in flight at
-    # the end is left running (close() cancels it before the final rebuild)
-    trainer = make_trainer(tmp_path, max_steps=16, refresh="2", refresh_mode="paced", refresh_time_share=0.5)
+    # the end is left running (close() cancels it before the final rebuild). A build takes ~5 steps of trainer time on
+    # an idle machine; 40 steps leave room for a slow first build on a loaded one (16 steps did not, once, in CI)
+    trainer = make_trainer(tmp_path, max_steps=40, refresh="8", refresh_mode="paced", refresh_time_share=0.5)
     trainer.train()
     stats = trainer.refresher.stats
     assert stats and all(s["staleness_steps"] >= 1 for s in stats), stats
     assert [s["snapshot_step"] for s in stats] == sorted(s["snapshot_step"] for s in stats)
     assert trainer.refresher.time_share == 0.5 and not trainer.refresher.busy
-    assert RealmIndex.from_pretrained(tmp_path / "final" / "index").step == 16
+    assert RealmIndex.from_pretrained(tmp_path / "final" / "index").step == 40
 
 
 def test_reading_warmup_with_another_pretraining_corpus_is_refused(tmp_path):
