@@ -108,3 +108,38 @@ def test_missing_faiss_file_is_named(tmp_path, embedder):
     os.remove(tmp_path / "index" / "index.faiss")
     with pytest.raises(FileNotFoundError, match="index.faiss"):
         RealmIndex.from_pretrained(tmp_path / "index")
+
+
+def test_index_versions_of_one_corpus_share_its_block_files(tmp_path, embedder):
+    # blocks read unchanged from a save_to_disk folder are hard-linked into each saved index, not copied: a run's
+    # index versions store the corpus once; each directory stays complete (checksummed, loadable on its own)
+    import datasets
+
+    make_blocks(30).save_to_disk(tmp_path / "corpus")
+    corpus = datasets.load_from_disk(tmp_path / "corpus")
+    for step in (1, 2):
+        RealmIndex.build(corpus, MeanPoolEmbedder(seed=step), index_type="Flat", step=step).save_pretrained(
+            tmp_path / f"index-{step}"
+        )
+    arrow = [name for name in os.listdir(tmp_path / "corpus") if name.endswith(".arrow")]
+    assert arrow
+    for name in arrow:
+        assert os.path.samefile(tmp_path / "corpus" / name, tmp_path / "index-1" / "blocks" / name)
+        assert os.path.samefile(tmp_path / "corpus" / name, tmp_path / "index-2" / "blocks" / name)
+    # deleting the corpus folder or a version leaves the others whole
+    import shutil
+
+    shutil.rmtree(tmp_path / "corpus")
+    shutil.rmtree(tmp_path / "index-1")
+    loaded = RealmIndex.from_pretrained(tmp_path / "index-2")
+    assert loaded.get_blocks([3, 7]) == RealmIndex.build(make_blocks(30), MeanPoolEmbedder(seed=2)).get_blocks([3, 7])
+    # a loaded index saved again links its own files; changed blocks are written anew
+    loaded.save_pretrained(tmp_path / "again")
+    assert os.path.samefile(tmp_path / "index-2" / "blocks" / arrow[0], tmp_path / "again" / "blocks" / arrow[0])
+    subset = RealmIndex.build(loaded.blocks.select(range(10)), MeanPoolEmbedder(seed=2), index_type="Flat")
+    subset.save_pretrained(tmp_path / "subset")
+    assert len(RealmIndex.from_pretrained(tmp_path / "subset")) == 10
+    assert not any(
+        os.path.samefile(tmp_path / "again" / "blocks" / name, tmp_path / "subset" / "blocks" / name)
+        for name in os.listdir(tmp_path / "subset" / "blocks") if os.path.exists(tmp_path / "again" / "blocks" / name)
+    )

@@ -219,6 +219,26 @@ def test_paced_refresh_builds_between_steps_and_swaps_in(tmp_path):
     assert RealmIndex.from_pretrained(tmp_path / "final" / "index").step == 40
 
 
+def test_index_versions_share_the_corpus_files_and_another_corpus_in_the_output_dir_is_refused(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=6, refresh="2")
+    trainer.train()
+    corpus = tmp_path / "corpus" / "blocks"
+    arrow = sorted(name for name in os.listdir(corpus) if name.endswith(".arrow"))
+    versions = sorted(tmp_path.glob("index/index-*")) + [tmp_path / "final" / "index"]
+    assert arrow and len(versions) >= 3
+    # the corpus is stored once: every index version (refreshes, the final index) links its files
+    assert all(os.path.samefile(corpus / name, version / "blocks" / name) for version in versions for name in arrow)
+
+    loop = LoopArguments(output_dir=str(tmp_path), max_steps=1, report_to="none")
+    with pytest.raises(ValueError, match="blocks of another corpus"):
+        RealmPretrainer(
+            loop, ModelArguments(random_init=True),
+            CorpusArguments(corpus="embedded", max_articles=4, block_length=64, query_max_length=32,
+                            joined_max_length=96, embed_dtype="float32"),
+            PretrainingArguments(num_candidates=4, refresh_mode="thread"),
+        )
+
+
 def test_reading_warmup_with_another_pretraining_corpus_is_refused(tmp_path):
     corpus = tmp_path / "x.jsonl"
     corpus.write_text(json.dumps({"id": "1", "title": "T", "text": "Paris is in France. It rains in London."}) + "\n")

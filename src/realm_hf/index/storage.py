@@ -3,7 +3,8 @@ will be parsed has matched the manifest.
 
 Layout of an index directory (a downloaded Hub bundle has the same layout, with `blocks/*.parquet` shards)::
 
-    blocks/                 datasets.save_to_disk (Arrow, memory-mapped on load); in a Hub bundle blocks/*.parquet
+    blocks/                 datasets.save_to_disk (Arrow, memory-mapped on load); in a Hub bundle blocks/*.parquet;
+                            hard links to the corpus folder the blocks were read from, when unchanged
     embeddings.npy          [N, D] float32 or float16, memory-mapped on load
     index.faiss             faiss.write_index (absent for index_type="torch-exact")
     manifest.json           IndexManifest, with the checksum of every other file
@@ -25,12 +26,14 @@ import glob
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
 import torch
+from datasets.table import ConcatenationTable, MemoryMappedTable
 
 from ..corpus.store import int_column
 from ..utils.quiet import quiet_checkpoint_io
@@ -49,6 +52,8 @@ __all__ = [
     "load_index_blocks",
     "read_index_files",
     "record_checksums",
+    "save_blocks",
+    "saved_folder_of",
     "write_index_files",
 ]
 
@@ -96,8 +101,7 @@ def write_index_files(index: Any, directory: str | os.PathLike) -> None:
         directory (`str` or `os.PathLike`): An existing, empty directory (the temporary one of an atomic save).
     """
     directory = os.fspath(directory)
-    with quiet_checkpoint_io():  # the save is logged by the caller; a bar per save is noise
-        index.blocks.save_to_disk(os.path.join(directory, BLOCKS_DIR))
+    save_blocks(index.blocks, os.path.join(directory, BLOCKS_DIR))
     np.save(os.path.join(directory, EMBEDDINGS_FILE), np.asarray(index.embeddings), allow_pickle=False)
     index.backend.save(directory)
     manifest = index.manifest
@@ -105,6 +109,71 @@ def write_index_files(index: Any, directory: str | os.PathLike) -> None:
     manifest.format_version = FORMAT_VERSION
     manifest.checksums = record_checksums(directory)
     manifest.to_json_file(os.path.join(directory, MANIFEST_NAME))  # last: its presence marks completeness
+
+
+def saved_folder_of(dataset: datasets.Dataset) -> str | None:
+    r"""
+    The `save_to_disk` folder whose files hold exactly `dataset`, or None.
+
+    That is a dataset loaded with `datasets.load_from_disk` (memory-mapped) and not changed since: no indices mapping
+    (`select`, `shuffle`), no column added, renamed or cast (its tables are the folder's Arrow files, with no operation
+    but the schema metadata `datasets` sets on load), the folder's `state.json` naming those files in that order.
+
+    Args:
+        dataset (`datasets.Dataset`): Any dataset.
+    """
+    if dataset._indices is not None:
+        return None
+    # rows of column blocks: one table per row, else columns were concatenated (e.g. add_column)
+    rows = dataset._data.blocks if isinstance(dataset._data, ConcatenationTable) else [[dataset._data]]
+    if any(len(row) != 1 for row in rows):
+        return None
+    tables = [row[0] for row in rows]
+    if not tables or not all(
+        isinstance(table, MemoryMappedTable)
+        and all(replay[0] == "replace_schema_metadata" for replay in table.replays or [])
+        for table in tables
+    ):
+        return None
+    paths = [os.path.abspath(table.path) for table in tables]
+    folder = os.path.dirname(paths[0])
+    return folder if _saved_files(folder) == paths else None
+
+
+def _saved_files(folder: str) -> list[str]:
+    """The Arrow files the `state.json` of a `save_to_disk` folder names, in order (none without it)."""
+    state_path = os.path.join(folder, "state.json")
+    if not os.path.isfile(state_path):
+        return []
+    with open(state_path, encoding="utf-8") as f:
+        return [os.path.join(folder, entry.get("filename", "")) for entry in json.load(f).get("_data_files", [])]
+
+
+def save_blocks(blocks: datasets.Dataset, directory: str | os.PathLike) -> None:
+    r"""
+    Write the blocks of an index into `directory` as a `save_to_disk` folder. Blocks read unchanged from such a folder
+    (e.g. the corpus blocks of a training run, or another index's) are hard-linked, not copied: every index version
+    of a run is a complete directory of its own, while the corpus is stored once on disk (a refresh writes only its
+    embeddings). Where a link cannot be made (another filesystem), the blocks are copied.
+
+    Args:
+        blocks (`datasets.Dataset`): The blocks.
+        directory (`str` or `os.PathLike`): Where to write them (must not exist yet).
+    """
+    directory = os.fspath(directory)
+    folder = saved_folder_of(blocks)
+    if folder is not None:
+        os.makedirs(directory)
+        metadata = [os.path.join(folder, name) for name in ("state.json", "dataset_info.json")]
+        try:
+            for path in [*_saved_files(folder), *filter(os.path.isfile, metadata)]:
+                os.link(path, os.path.join(directory, os.path.basename(path)))
+            return
+        except OSError as err:  # EXDEV (another filesystem), EPERM (links not allowed): copy instead
+            logger.info("Could not hard-link the blocks of %s into %s (%s); copying them", folder, directory, err)
+            shutil.rmtree(directory)
+    with quiet_checkpoint_io():  # the save is logged by the caller; a bar per save is noise
+        blocks.save_to_disk(directory)
 
 
 # ------------------------------------------------------------------------------------------------------- read

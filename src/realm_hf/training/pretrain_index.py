@@ -10,15 +10,18 @@ import json
 import logging
 import os
 
+import datasets
 import torch
 from accelerate.utils import broadcast_object_list
 
 from ..index import IndexRefresher, RealmIndex, RefreshSchedule
+from ..index.atomic import atomic_directory
 from ..index.manifest import fingerprint_module
 from ..utils.quiet import quiet_checkpoint_io
 from .index_builder import build_index_from_snapshot, refresh_resources
 from .loop import TRAINER_STATE, complete_checkpoints, resolve_checkpoint
 from .precision import autocast_dtype
+from .pretraining_data import blocks_checksum
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +51,19 @@ class PretrainingIndexMixin:
             self.retriever.save_pretrained(self.retriever_dir)
             self.tokenizer.save_pretrained(self.retriever_dir)
             if not os.path.isdir(self.blocks_dir):
-                with quiet_checkpoint_io():  # the corpus copied for the index builder: no bar for a copy
-                    self.blocks.save_to_disk(self.blocks_dir)
+                with quiet_checkpoint_io(), atomic_directory(self.blocks_dir) as tmp:  # a copy: no bar
+                    self.blocks.save_to_disk(tmp)
         self.accelerator.wait_for_everyone()
+        # read from that copy from now on: every index version and checkpoint hard-links its files (the corpus is
+        # stored once per run, see index.storage.save_blocks)
+        saved = datasets.load_from_disk(self.blocks_dir)
+        if len(saved) != len(self.blocks) or blocks_checksum(saved) != blocks_checksum(self.blocks):
+            raise ValueError(
+                f"{self.blocks_dir} holds {len(saved)} blocks of another corpus than this run's {len(self.blocks)} "
+                f"(another --corpus, --max_articles or --block_length in the same output_dir): use a new output_dir, "
+                f"or delete {self.blocks_dir} and the run's index/ and checkpoints to start over."
+            )
+        self.blocks = saved
         self.index_root = os.path.join(self.args.output_dir, "index")
         checkpoint = resolve_checkpoint(self.args.output_dir, self.args.resume_from_checkpoint)
         self.index: RealmIndex | None = None
