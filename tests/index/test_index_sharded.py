@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from realm_hf.index import RealmIndex, ShardedRealmIndex
+from realm_hf.index.sharded import build_shard
 
 
 pytest.importorskip("faiss")
@@ -61,6 +63,25 @@ def _worker(rank: int, port: int, directory: str) -> None:
                 assert torch.equal(ids, expected_ids), (rank, k, excl)
                 torch.testing.assert_close(scores, expected_scores)
             assert sharded.get_blocks(ids) == full.get_blocks(ids)  # hits from the other shard too
+            arrays = sharded.get_block_arrays(ids, ["block_id", "input_ids"])
+            assert np.array_equal(arrays["block_id"], ids.numpy())
+            # the whole index again, gathered from the shards (a collective)
+            whole = sharded.gather()
+            np.testing.assert_allclose(whole.embeddings, full.embeddings, rtol=1e-6, atol=1e-6)
+            assert torch.equal(whole.search(queries, 10)[1], full.search(queries, 10)[1])
+            assert whole.fingerprint == sharded.fingerprint == full.fingerprint
+        # a shard built off the main thread (a background refresh of one rank's shard) runs no collective, and
+        # keeps only the block ids of its rows
+        results = {}
+        worker = threading.Thread(target=lambda: results.update(
+            shard=build_shard(full.blocks, _Embedder(), rank, WORLD_SIZE, index_type="torch-exact", batch_size=8)
+        ))
+        worker.start()
+        worker.join()
+        shard = results["shard"]
+        assert shard.blocks.column_names == ["block_id"]
+        assert np.array_equal(shard.embeddings, sharded.local.embeddings)
+        assert np.array_equal(shard.block_ids, sharded.local.block_ids)
         with pytest.raises(ValueError, match="larger than the number of blocks"):
             sharded.search(queries, len(full) + 1)
     finally:

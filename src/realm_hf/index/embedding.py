@@ -17,7 +17,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .manifest import fingerprint_module
-from .pacing import pause_point
+from .pacing import in_paced_build, pause_point
 
 
 logger = logging.getLogger(__name__)
@@ -79,12 +79,14 @@ def shard_bounds(num_rows: int, rank: int, world_size: int) -> tuple[int, int]:
 
 
 def distributed_info() -> tuple[int, int]:
-    """`(rank, world_size)`, `(0, 1)` when `torch.distributed` is not initialized or off the main thread.
+    """`(rank, world_size)`, `(0, 1)` when `torch.distributed` is not initialized, off the main thread or in a paced
+    build.
 
-    Collectives must be issued by every rank in lockstep; a background thread (the index refresher in thread mode
-    runs on the main rank only) embeds the whole corpus alone instead of waiting for ranks that never join.
+    Collectives must be issued by every rank in lockstep; a background build (the index refresher's thread, or a
+    paced build running between the trainer's steps) embeds the rows it was given alone instead of waiting for ranks
+    that never join.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or in_paced_build():
         return 0, 1
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -223,6 +225,7 @@ def embed_blocks(
     dtype: torch.dtype | None = None,
     pad_token_id: int = 0,
     gather: bool = True,
+    shard: tuple[int, int] | None = None,
 ) -> np.ndarray:
     r"""
     Embed every block of `blocks` (its `input_ids` / `token_type_ids` columns) into a float32 matrix.
@@ -241,6 +244,8 @@ def embed_blocks(
         pad_token_id (`int`, defaults to 0): The tokenizer's pad id (`[PAD]` is 0 in BERT vocabularies).
         gather (`bool`, defaults to `True`): In distributed runs, gather the shards on every rank; `False` returns
             only this rank's contiguous shard.
+        shard (`tuple[int, int]`, *optional*): `(rank, world_size)`: embed only that contiguous shard, in this
+            process, with no collective (e.g. a background builder of one rank's shard); `gather` is then ignored.
 
     Returns:
         `np.ndarray` of shape `(N, D)` (or `(shard rows, D)` with `gather=False`), float32.
@@ -252,7 +257,7 @@ def embed_blocks(
         )
     embed_fn = as_embed_fn(embedder)
     device = torch.device(device) if device is not None else infer_device(embedder)
-    rank, world_size = distributed_info()
+    rank, world_size = distributed_info() if shard is None else shard
     start, stop = shard_bounds(len(blocks), rank, world_size)
     began = time.perf_counter()
     with _eval_mode(embedder):
@@ -265,6 +270,6 @@ def embed_blocks(
         (stop - start) / max(seconds, 1e-9),
         f" on rank {rank}/{world_size}" if world_size > 1 else "",
     )
-    if world_size == 1 or not gather:
+    if world_size == 1 or not gather or shard is not None:
         return local
     return _all_gather_rows(local, len(blocks), world_size)

@@ -63,6 +63,11 @@ def cancellable_thread(target: Callable[[], None], name: str) -> tuple[threading
     return threading.Thread(target=run, name=name, daemon=True), cancelled
 
 
+def in_paced_build() -> bool:
+    """Whether the caller runs inside a paced build (on the trainer's thread, between its steps)."""
+    return getattr(greenlet.getcurrent(), "pacer", None) is not None
+
+
 def pause_point() -> None:
     """Between two units of a build's work: in a paced build whose slice is spent, hand the thread back to the
     trainer until its next slice; in a build thread that was cancelled, raise [`BuildCancelled`]."""

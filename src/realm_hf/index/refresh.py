@@ -452,6 +452,17 @@ class IndexRefresher:
         self._poll()
         return self._running is not None or self._pending is not None
 
+    def ready_step(self) -> int | None:
+        r"""
+        Non-blocking: the snapshot step of a finished index that [`IndexRefresher.maybe_swap`] would swap in now, or
+        None. Ranks that each refresh their own shard agree on this step before any of them swaps.
+        """
+        self._lend()
+        self._poll()
+        if self._ready is None or self._ready["step"] <= self.index_step:
+            return None
+        return int(self._ready["step"])
+
     def maybe_swap(self, step: int) -> RealmIndex | None:
         r"""
         Non-blocking poll between training steps: the newest finished index if one completed since the last swap.

@@ -42,6 +42,52 @@ def _all_gather_sizes(values: list[int], world_size: int) -> torch.Tensor:
     return _all_gather_padded(local, 1, world_size)[:, 0]  # [W, V]
 
 
+def build_shard(
+    blocks: datasets.Dataset,
+    embedder: Any,
+    rank: int,
+    world_size: int,
+    index_type: str = "Flat",
+    batch_size: int = 64,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    pad_token_id: int = 0,
+    fingerprint: str | None = None,
+    step: int | None = None,
+    search_params: dict[str, Any] | None = None,
+) -> RealmIndex:
+    r"""
+    The [`RealmIndex`] of shard `rank` of `world_size`: the contiguous rows `[N*r/W, N*(r+1)/W)` of `blocks`,
+    embedded here (no collective: also in a background builder) and indexed with their global block ids. The shard
+    keeps only the `block_id` column of its rows (a saved shard holds ids and vectors, never the text, which
+    [`ShardedRealmIndex`] reads from the whole corpus).
+
+    Args:
+        blocks (`datasets.Dataset`): The whole corpus (every rank passes the same), with a `block_id` column.
+        embedder: A `RealmRetriever` or `embed_fn(batch) -> [N, D]`, as in [`RealmIndex.build`].
+        rank (`int`), world_size (`int`): Which shard.
+        index_type, batch_size, device, dtype, pad_token_id, fingerprint, step, search_params: as in
+            [`RealmIndex.build`].
+    """
+    if "block_id" not in blocks.column_names:
+        raise ValueError(f"blocks need a block_id column, got {blocks.column_names}; use split_into_blocks.")
+    start, stop = shard_bounds(len(blocks), rank, world_size)
+    rows = blocks.select(range(start, stop))
+    embeddings = embed_blocks(
+        blocks, embedder, batch_size, device=device, dtype=dtype, pad_token_id=pad_token_id, shard=(rank, world_size)
+    )  # [n, D]
+    logger.info("Shard %d/%d: blocks rows %d..%d of %d", rank, world_size, start, stop, len(blocks))
+    return RealmIndex.from_embeddings(
+        rows.select_columns(["block_id"]),
+        embeddings,
+        index_type=index_type,
+        fingerprint=fingerprint if fingerprint is not None else resolve_fingerprint(embedder),
+        step=step,
+        search_params=search_params,
+        device=device,
+    )
+
+
 class ShardedRealmIndex:
     r"""
     A [`RealmIndex`] split over the ranks of an initialized `torch.distributed` process group (gloo on CPU, NCCL
@@ -172,27 +218,54 @@ class ShardedRealmIndex:
         if "block_id" not in blocks.column_names:
             blocks = blocks.add_column("block_id", np.arange(len(blocks), dtype=np.int64))
         pad_token_id = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0
-        shard = embed_blocks(
-            blocks,
-            embed_fn_or_retriever,
-            batch_size,
-            device=device,
-            dtype=dtype,
-            pad_token_id=pad_token_id,
-            gather=False,
-        )  # [n, D]
         rank, world_size = distributed_info()
-        start, stop = shard_bounds(len(blocks), rank, world_size)
-        local = RealmIndex.from_embeddings(
-            blocks.select(range(start, stop)),
-            shard,
-            index_type=index_type,
-            fingerprint=fingerprint if fingerprint is not None else resolve_fingerprint(embed_fn_or_retriever),
-            step=step,
+        local = build_shard(
+            blocks, embed_fn_or_retriever, rank, world_size, index_type=index_type, batch_size=batch_size,
+            device=device, dtype=dtype, pad_token_id=pad_token_id, fingerprint=fingerprint, step=step,
             search_params=search_params,
-            device=device,
         )
         return cls(local, blocks, len(blocks))
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The document tower the shards were embedded with (the same on every rank)."""
+        return self.local.fingerprint
+
+    @property
+    def step(self) -> int | None:
+        """The training step of the document tower the shards were embedded with."""
+        return self.local.step
+
+    @property
+    def blocks(self) -> datasets.Dataset:
+        """All blocks (every shard's), memory-mapped."""
+        return self.store.blocks
+
+    def to(self, device: str | torch.device | None) -> ShardedRealmIndex:
+        """Move this rank's search backend to `device`."""
+        self.local.to(device)
+        return self
+
+    def gather(self) -> RealmIndex:
+        r"""
+        The whole index, on every rank: the shards' embeddings gathered (a collective call), indexed with the shards'
+        index type over all blocks. Memory: the whole `[N, D]` matrix on every rank, once (e.g. to save the final
+        index of a sharded run).
+        """
+        local = np.asarray(self.local.embeddings, dtype=np.float32)  # [n, D]
+        rows = int(_all_gather_sizes([len(local)], self.world_size)[:, 0].max())
+        gathered = _all_gather_padded(torch.from_numpy(local), rows, self.world_size)  # [W, rows, D]
+        embeddings = np.concatenate(
+            [gathered[r, : stop - start].numpy() for r, (start, stop) in enumerate(
+                shard_bounds(self.num_blocks, r, self.world_size) for r in range(self.world_size)
+            )]
+        )  # [N, D]
+        manifest = self.local.manifest
+        return RealmIndex.from_embeddings(
+            self.store.blocks, embeddings.astype(self.local.embeddings.dtype, copy=False),
+            index_type=manifest.index_type, fingerprint=manifest.fingerprint, step=manifest.step,
+            search_params=dict(self.local.backend.search_params) or None,
+        )
 
     def search(
         self, query_embeds: torch.Tensor | np.ndarray, k: int, exclude: Any = None
@@ -247,3 +320,7 @@ class ShardedRealmIndex:
     def get_blocks(self, block_ids: Any, columns: Iterable[str] | None = None) -> dict[str, list]:
         """Rows of global `block_ids` (any shard), as [`RealmIndex.get_blocks`]."""
         return self.store.get(block_ids, columns)
+
+    def get_block_arrays(self, block_ids: Any, columns: Iterable[str]) -> dict[str, Any]:
+        """Columns of global `block_ids` (any shard) as arrays, as [`RealmIndex.get_block_arrays`]."""
+        return self.store.take(block_ids, columns)

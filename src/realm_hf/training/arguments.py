@@ -207,6 +207,15 @@ class PretrainingArguments:
     retriever_learning_rate: float | None = field(
         default=None, metadata={"help": "Peak learning rate of the retriever (default: learning_rate)."}
     )
+    shard_index: bool = field(
+        default=False,
+        metadata={
+            "help": "On several processes: each rank embeds (at every refresh, on its own device) and holds only its "
+            "1/N of the index, and every search merges the ranks' top-k (the same hits as one exact index). Without "
+            "it every rank loads the whole index after each refresh, which rank 0 alone builds. No effect on one "
+            "process."
+        },
+    )
     rebuild_final_index: bool = field(
         default=True,
         metadata={

@@ -15,6 +15,7 @@ import torch
 from transformers import AutoTokenizer
 
 from ..index import RealmIndex
+from ..index.sharded import build_shard
 from ..modeling import RealmRetriever
 from .precision import autocast_dtype
 
@@ -31,6 +32,7 @@ def build_index_from_snapshot(
     batch_size: int = 64,
     dtype: str | None = "bfloat16",
     device: str | None = None,
+    shard: list[int] | None = None,
 ) -> RealmIndex:
     """Rebuild the document tower of the retriever saved at `retriever_dir` with `state_dict` and index the blocks.
 
@@ -46,6 +48,8 @@ def build_index_from_snapshot(
         device: Where the document tower embeds the corpus (`"cpu"`, `"cuda"`, `"cuda:1"`; None: CPU). The index
             returned lives on the CPU (the trainer moves it on load); `index.build_info["device"]` says where the
             tower ran, for the refresher's report.
+        shard: `[rank, world_size]`: embed and index only that rank's contiguous shard of the blocks (a sharded
+            index, see [`~realm_hf.index.ShardedRealmIndex`]); None: all of them.
     """
     target = torch.device(device or "cpu")
     if target.type == "cuda" and not torch.cuda.is_available():
@@ -60,10 +64,17 @@ def build_index_from_snapshot(
     logger.info("Embedding the corpus on %s with %d torch threads", used, torch.get_num_threads())
     # the tower embeds on `target`; the search structure stays on the CPU (the trainer moves it on load), so a
     # builder on a GPU neither copies a faiss index there nor warns that faiss-cpu has no GPU
-    index = RealmIndex.build(
-        blocks, retriever, tokenizer=tokenizer, index_type=index_type, batch_size=batch_size, dtype=autocast,
-        step=step,
-    )
+    if shard is not None:
+        pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        index = build_shard(
+            blocks, retriever, int(shard[0]), int(shard[1]), index_type=index_type, batch_size=batch_size,
+            dtype=autocast, pad_token_id=pad_token_id, step=step,
+        )
+    else:
+        index = RealmIndex.build(
+            blocks, retriever, tokenizer=tokenizer, index_type=index_type, batch_size=batch_size, dtype=autocast,
+            step=step,
+        )
     index.build_info = {"device": used}
     return index
 

@@ -391,7 +391,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
         model.eval()
-        if self.pretraining_args.eval_qa_file and self.accelerator.is_main_process:
+        # a sharded index is searched by all ranks together: then every rank evaluates (the same questions)
+        if self.pretraining_args.eval_qa_file and (self.accelerator.is_main_process or self.shards_index):
             if self.pretraining_args.eval_answerable_only and self._answer_finder is None:
                 self._answer_finder = CorpusAnswerFinder(
                     f"{title} {text}" for title, text in zip(self.blocks["title"], self.blocks["text"])

@@ -12,9 +12,9 @@ import os
 
 import datasets
 import torch
-from accelerate.utils import broadcast_object_list
+from accelerate.utils import broadcast_object_list, gather_object
 
-from ..index import IndexRefresher, RealmIndex, RefreshSchedule
+from ..index import IndexRefresher, RealmIndex, RefreshSchedule, ShardedRealmIndex
 from ..index.atomic import atomic_directory
 from ..index.manifest import fingerprint_module
 from ..utils.quiet import quiet_checkpoint_io
@@ -34,9 +34,11 @@ class PretrainingIndexMixin:
     [`LoopArguments`]), `corpus_args`, `pretraining_args`, `tokenizer`, `blocks` (the corpus blocks), `step` and a
     `retriever` property (the unwrapped [`RealmRetriever`]).
 
-    Attributes set by `_prepare_index`: `index` (the [`RealmIndex`] in use; None until a resumed run loads its
-    checkpoint's), `index_root` (`<output_dir>/index`, one `index-<step>` directory per version) and `refresher` (the
-    [`IndexRefresher`] on the main process, None elsewhere).
+    Attributes set by `_prepare_index`: `index` (the [`RealmIndex`] in use, or with `shard_index` on several
+    processes the [`ShardedRealmIndex`] whose shard this rank holds; None until a resumed run loads its checkpoint's),
+    `index_root` (`<output_dir>/index`), `versions_root` (where the `index-<step>` directories of the versions are:
+    `index_root`, or `index_root/shard-<rank>-of-<N>` for a rank's shard) and `refresher` (the [`IndexRefresher`] on
+    the main process, None elsewhere; sharded: one on every rank, refreshing its shard).
     """
 
     def _prepare_index(self, work: str) -> None:
@@ -65,17 +67,25 @@ class PretrainingIndexMixin:
             )
         self.blocks = saved
         self.index_root = os.path.join(self.args.output_dir, "index")
+        rank, world_size = self.accelerator.process_index, self.accelerator.num_processes
+        # the versions of the index (sharded: of this rank's shard), one `index-<step>` directory each
+        self.versions_root = (
+            os.path.join(self.index_root, f"shard-{rank}-of-{world_size}") if self.shards_index else self.index_root
+        )
+        if self.shards_index:
+            logger.info("Sharded index: rank %d of %d embeds, holds and searches 1/%d of the blocks", rank,
+                        world_size, world_size)
         checkpoint = resolve_checkpoint(self.args.output_dir, self.args.resume_from_checkpoint)
-        self.index: RealmIndex | None = None
+        self.index: RealmIndex | ShardedRealmIndex | None = None
         if checkpoint is not None:
             logger.info("Resuming from %s: its index is loaded instead of building the initial one", checkpoint)
         else:
             self.index = self._build_index_now(step=0)
         self.refresher = None
-        if self.accelerator.is_main_process:
+        if self.accelerator.is_main_process or self.shards_index:  # sharded: every rank refreshes its shard
             if self.index is not None:
                 # on disk like every refreshed index, so a checkpoint can name the index it trained with
-                self.index.save_pretrained(os.path.join(self.index_root, "index-0"))
+                self._own_index().save_pretrained(os.path.join(self.versions_root, "index-0"))
             args = self.pretraining_args
             resources = refresh_resources(
                 self.accelerator.device, args.refresh_device, args.refresh_threads, args.refresh_niceness,
@@ -83,22 +93,36 @@ class PretrainingIndexMixin:
             )
             logger.info("Index builder: %s", resources)
             self.refresher = IndexRefresher(
-                self.index_root, build_index_from_snapshot,
+                self.versions_root, build_index_from_snapshot,
                 builder_kwargs={
                     "retriever_dir": self.retriever_dir, "blocks_dir": self.blocks_dir,
                     "tokenizer_dir": self.retriever_dir, "index_type": self.corpus_args.index_type,
                     "batch_size": self.corpus_args.embed_batch_size, "dtype": self.corpus_args.embed_dtype,
-                    "device": resources.device,
+                    "device": resources.device, "shard": [rank, world_size] if self.shards_index else None,
                 },
                 mode=resources.refresher_mode,
                 load_kwargs={"device": self.accelerator.device},  # searched where the trainer runs (a GPU's matmul)
                 schedule=RefreshSchedule(args.refresh_schedule),
-                index=self.index, num_threads=resources.num_threads, niceness=resources.niceness,
+                index=self._own_index(), num_threads=resources.num_threads, niceness=resources.niceness,
                 trainer_threads=resources.trainer_threads, time_share=resources.time_share,
             )
 
-    def _build_index_now(self, step: int, index_type: str | None = None) -> RealmIndex:
-        return RealmIndex.build(
+    @property
+    def shards_index(self) -> bool:
+        """Whether each rank holds only its shard of the index (`shard_index` on several processes)."""
+        return self.pretraining_args.shard_index and self.accelerator.num_processes > 1
+
+    def _own_index(self) -> RealmIndex | None:
+        """The index this rank refreshes and saves as its versions: its shard's, or the whole one."""
+        return self.index.local if isinstance(self.index, ShardedRealmIndex) else self.index
+
+    def _build_index_now(
+        self, step: int, index_type: str | None = None, whole: bool = False
+    ) -> RealmIndex | ShardedRealmIndex:
+        """Embed the corpus now, on every rank (a collective): this rank's shard when the index is sharded (unless
+        `whole`), else the whole index, embedded sharded over the ranks and gathered."""
+        build = ShardedRealmIndex.build if self.shards_index and not whole else RealmIndex.build
+        return build(
             self.blocks, self.retriever, tokenizer=self.tokenizer, index_type=index_type or self.corpus_args.index_type,
             batch_size=self.corpus_args.embed_batch_size,
             dtype=autocast_dtype(self.corpus_args.embed_dtype), step=step, device=self.accelerator.device,
@@ -111,6 +135,8 @@ class PretrainingIndexMixin:
         """Request a refresh when the schedule says so (and `refresh`: no refresh while the retriever is frozen, it
         would rebuild the same index; nor without `request`: the last step only swaps in a finished one) and swap in a
         finished index, the same on every rank. Returns the directory of the index swapped in, or None."""
+        if self.shards_index:
+            return self._swap_refreshed_shards(step, refresh, request)
         swapped = [None]
         if self.refresher is not None and refresh:
             if request:
@@ -126,15 +152,43 @@ class PretrainingIndexMixin:
                 self.index = RealmIndex.from_pretrained(swapped[0], device=self.accelerator.device)
         return swapped[0]
 
+    def _swap_refreshed_shards(self, step: int, refresh: bool, request: bool) -> str | None:
+        """`_swap_refreshed_index` of a sharded index: every rank refreshes its own shard; the ranks swap when all of
+        them have the same refresh finished (two small collectives a step), so that a search merges shards of one
+        version."""
+        refresher = self.refresher
+        if refresh and request and refresher.schedule.should_refresh(step):
+            refresher.request_refresh(step, self._doc_tower_snapshot())
+        ready = refresher.ready_step() if refresh else None
+        everyone = gather_object([ready])  # every rank, every step: a rank that skipped it would hang the others
+        if ready is None or any(other != ready for other in everyone):
+            return None
+        local = refresher.maybe_swap(step)
+        if local is not None:
+            self.index = ShardedRealmIndex(local, self.blocks, len(self.blocks))
+        swapped = gather_object([None if local is None else local.step])
+        if any(other != ready for other in swapped):
+            logger.warning(
+                "Rank %d: the shards of the index of step %d were not all swapped in (steps now %s: a shard was "
+                "rejected); until the next refresh, searches merge shards of different versions",
+                self.accelerator.process_index, ready, swapped,
+            )
+        return os.path.join(self.versions_root, f"index-{ready}")
+
+    def _load_own_index(self, directory: str, expected_fingerprint: str | None) -> RealmIndex | ShardedRealmIndex:
+        """Load an index version of this rank (its shard's, when sharded) onto the trainer's device."""
+        index = RealmIndex.from_pretrained(
+            directory, expected_fingerprint=expected_fingerprint, device=self.accelerator.device
+        )
+        return ShardedRealmIndex(index, self.blocks, len(self.blocks)) if self.shards_index else index
+
     def _restore_index(self, state: dict) -> None:
         """Load the index the checkpoint `state` trained with (rebuilt when it is gone) and take up its refreshes."""
         step = state.get("index_step")
-        directory = os.path.join(self.index_root, f"index-{step}")
+        directory = os.path.join(self.versions_root, f"index-{step}")
         if step is not None and os.path.isdir(directory):
             try:
-                self.index = RealmIndex.from_pretrained(
-                    directory, expected_fingerprint=state.get("index_fingerprint"), device=self.accelerator.device
-                )
+                self.index = self._load_own_index(directory, state.get("index_fingerprint"))
             except ValueError as err:
                 raise ValueError(
                     f"The checkpoint trained with {directory}, which has changed since ({err}). Restore that index, or "
@@ -148,7 +202,7 @@ class PretrainingIndexMixin:
             )
             self.index = self._build_index_now(step=self.step)
         if self.refresher is not None:
-            self.refresher.index, self.refresher.index_step = self.index, self.index.step or 0
+            self.refresher.index, self.refresher.index_step = self._own_index(), self.index.step or 0
             self.refresher.stats = list(state.get("refresh_stats", []))
             indexes, in_flight = self._steps_named_by_checkpoints()  # keep what every checkpoint names
             self.refresher.pinned |= indexes | in_flight
@@ -156,6 +210,10 @@ class PretrainingIndexMixin:
             self.refresher.resume_in_flight(state.get("refresh_in_flight", []))
 
     def save_checkpoint(self) -> str:
+        if self.shards_index and not self.accelerator.is_main_process:
+            # the main process records the refreshes in flight (extra_state); each rank keeps its own shard's
+            # snapshots and index versions of them on disk for a resume
+            self.refresher.in_flight()
         if self.refresher is not None and self.index.step is not None:
             self.refresher.pin(self.index.step)  # the index a checkpoint names lives as long as the checkpoint
         directory = super().save_checkpoint()
@@ -184,20 +242,20 @@ class PretrainingIndexMixin:
         by peer" once they exit)."""
         if self.refresher is not None:
             self.refresher.close()  # a build still running embeds older weights: stop it, it would only compete
-        if not self.pretraining_args.rebuild_final_index:
-            return
         stale = [self.index.fingerprint != fingerprint_module(self.retriever.document_embedder)]
         if self.accelerator.num_processes > 1:
             broadcast_object_list(stale)  # one decision for all ranks, whatever each computed
-        if stale[0]:
+        if stale[0] and self.pretraining_args.rebuild_final_index:
             self._rebuild_with_final_tower()
+        elif isinstance(self.index, ShardedRealmIndex):
+            self.index = self.index.gather()  # the final index is saved whole, by the main process
 
     def _rebuild_with_final_tower(self) -> None:
         logger.info(
             "Rebuilding the index with the final document tower (step %d; the last refreshed index is of step %s)",
             self.step, self.index.step,
         )
-        self.index = self._build_index_now(step=self.step)
+        self.index = self._build_index_now(step=self.step, whole=True)
 
     def _finalize_index(self, directory: str) -> None:
         """Make `self.index` the index of the final document tower (or warn that the saved one is stale).

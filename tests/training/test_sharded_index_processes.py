@@ -1,0 +1,65 @@
+"""Pre-training with `--shard_index` on 2 real gloo processes (`accelerate launch`): each rank embeds, refreshes and
+searches only its half of the index, and training is the same as with the whole index on every rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+from fault_helpers import two_process_launch
+
+pytest.importorskip("faiss")
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = str(REPO / "examples" / "pretrain.py")
+
+
+def launch(output: Path, *extra: str) -> None:
+    command, env = two_process_launch(
+        SCRIPT, "--config", str(REPO / "examples" / "configs" / "cpu-tiny.yaml"), "--output_dir", str(output),
+        "--max_articles", "8", "--reading_warmup_steps", "0", "--logging_steps", "1", "--report_to", "none", *extra,
+    )
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def losses(output: Path) -> list[float]:
+    return [record["loss"] for record in json.loads((output / "history.json").read_text()) if "loss" in record]
+
+
+def test_a_sharded_index_trains_as_the_whole_one_refreshes_per_rank_and_resumes(tmp_path):
+    whole, sharded = tmp_path / "whole", tmp_path / "sharded"
+    launch(whole, "--max_steps", "6", "--refresh_schedule", "0", "--save_steps", "0")  # the same LR schedule
+    # refreshes asked at steps 2 and 4 reach the search at step 4 at the earliest: steps 1-3 search index-0
+    launch(sharded, "--max_steps", "6", "--refresh_schedule", "2", "--save_steps", "3", "--shard_index", "true")
+    np.testing.assert_allclose(losses(sharded)[:3], losses(whole)[:3], rtol=1e-5)
+
+    # each rank's versions hold its half of the blocks (ids and vectors only); the ranks swapped the same versions
+    for rank, rows in ((0, range(0, 8)), (1, range(8, 17))):
+        versions = sorted((sharded / "index" / f"shard-{rank}-of-2").glob("index-*"))
+        assert [v.name for v in versions] == ["index-2", "index-4"]
+        shard_blocks = datasets.load_from_disk(versions[-1] / "blocks")
+        assert shard_blocks.column_names == ["block_id"] and shard_blocks["block_id"][:] == list(rows)
+    state = json.loads((sharded / "checkpoint-6" / "trainer_state.json").read_text())
+    assert [s["snapshot_step"] for s in state["refresh_stats"]] == [2, 4] and state["index_step"] == 4
+
+    # the final index is whole, of the final document tower
+    from realm_hf import RealmRetriever
+    from realm_hf.index import RealmIndex, fingerprint_module
+
+    final = RealmIndex.from_pretrained(sharded / "final" / "index")
+    retriever = RealmRetriever.from_pretrained(sharded / "final" / "retriever")
+    assert len(final) == 17 and final.fingerprint == fingerprint_module(retriever.document_embedder)
+    assert "text" in final.blocks.column_names
+
+    # resumed from checkpoint-3, each rank loads its own shard of the version that checkpoint names
+    launch(sharded, "--max_steps", "6", "--refresh_schedule", "2", "--save_steps", "3", "--shard_index", "true",
+           "--resume_from_checkpoint", str(sharded / "checkpoint-3"))
+    resumed = json.loads((sharded / "checkpoint-6" / "trainer_state.json").read_text())
+    assert resumed["step"] == 6 and resumed["index_step"] == 4
+    assert os.path.isdir(sharded / "index" / "shard-1-of-2" / "index-4")
