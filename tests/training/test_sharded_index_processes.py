@@ -34,8 +34,11 @@ def losses(output: Path) -> list[float]:
 
 def test_a_sharded_index_trains_as_the_whole_one_refreshes_per_rank_and_resumes(tmp_path):
     whole, sharded = tmp_path / "whole", tmp_path / "sharded"
-    launch(whole, "--max_steps", "6", "--refresh_schedule", "0", "--save_steps", "0")  # the same LR schedule
-    # refreshes asked at steps 2 and 4 reach the search at step 4 at the earliest: steps 1-3 search index-0
+    # the whole index, refreshed by a paced build at step 4 (the CPU default: it ran on rank 0's main thread and
+    # waited for a collective rank 1 never joined, until builds stopped issuing them)
+    launch(whole, "--max_steps", "6", "--refresh_schedule", "4", "--refresh_mode", "paced", "--refresh_time_share",
+           "1.0", "--save_steps", "0")
+    # refreshes asked at steps 2 and 4 reach the search at step 4 at the earliest: steps 1-3 search index-0 in both
     launch(sharded, "--max_steps", "6", "--refresh_schedule", "2", "--save_steps", "3", "--shard_index", "true")
     np.testing.assert_allclose(losses(sharded)[:3], losses(whole)[:3], rtol=1e-5)
 
