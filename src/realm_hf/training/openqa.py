@@ -170,7 +170,8 @@ class OpenQaTrainer(TrainingLoop):
     # ------------------------------------------------------------------------------------------------ index
     def _load_index(self, directory: str) -> RealmIndex:
         index = RealmIndex.from_pretrained(
-            directory, expected_dim=self.open_qa_model.config.retriever_config.embedding_size
+            directory, expected_dim=self.open_qa_model.config.retriever_config.embedding_size,
+            device=self.accelerator.device,  # searched where the trainer runs (torch-exact: the GPU's matmul)
         )
         # the current document tower, or the one an Open-QA checkpoint recorded (shared towers that moved)
         accepted = {self._doc_fingerprint, getattr(self.open_qa_model.config, "index_fingerprint", None)}
