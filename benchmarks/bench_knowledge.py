@@ -2,6 +2,7 @@
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_knowledge.py                 # both inits, recipe vs frozen control
     HF_HUB_OFFLINE=1 python benchmarks/bench_knowledge.py --inits tiny    # one init
+    HF_HUB_OFFLINE=1 python benchmarks/bench_knowledge.py --task hard --inits tiny --output benchmarks/results/knowledge-hard
 
 The task (`realm_hf.data.knowledge_task`): fictional people, one document each with their attributes and who taught
 them; pre-training sentences mask an attribute value and name the person directly or as "the student of <teacher>";
@@ -14,6 +15,10 @@ the retriever: trained (`recipe`) or frozen for the whole run (`control`; the en
 and during training it measures, on the held-out sentences, against an exact index of the current document tower:
 gold-document top-1 and top-(K-1) retrieval, the gold document's prior and posterior mass among the K candidates,
 and masked-token accuracy with retrieval vs with the null document only.
+
+`--task hard` (`realm_hf.data.knowledge_task_hard`): 2,000 people among 10,000 blocks (mentions of each person with
+other values, namesakes sharing a name part), paraphrased sentences, multi-token answers; the held-out figures are
+measured on a seeded sample of `--eval-sentences` held-out sentences.
 
 Writes benchmarks/results/knowledge.json, knowledge.md and knowledge.png (curves over steps).
 """
@@ -33,6 +38,7 @@ import torch
 
 from realm_hf.corpus import split_into_blocks
 from realm_hf.data.knowledge_task import KnowledgeValueTagger, make_knowledge_task
+from realm_hf.data.knowledge_task_hard import make_hard_knowledge_task
 from realm_hf.demo.knowledge_runs import (
     KNOWLEDGE_RECIPES as RECIPES, KNOWLEDGE_TASK_SHAPES, held_out_examples, plot_knowledge_curves, run_ict,
     run_reading_warmup, run_setting, save_random_models, write_task_files,
@@ -46,6 +52,10 @@ TASK = {"num_entities": 100, **KNOWLEDGE_TASK_SHAPES}
 
 
 def describe_task(task: dict) -> str:
+    if task.get("name") == "hard":
+        return (f"hard task: {task['num_entities']} people among {task['num_blocks']} blocks ({task['mentions']} mentions "
+                f"and {task['namesakes']} namesakes per person), unseen facts, unseen paraphrases, multi-token values; "
+                f"{task['eval_sentences']} held-out sentences evaluated")
     words = "unseen templates" if task.get("paraphrase", True) else "the documents' own words"
     who = "the person named through their teacher" if task.get("relational") else "the person named"
     return f"unseen facts, {words}, {who}"
@@ -57,7 +67,7 @@ def write_markdown(results: dict, path: str) -> None:
         "# REALM pre-training on a controlled knowledge task",
         "",
         f"`python benchmarks/bench_knowledge.py` — {results['machine']}; {results['total_minutes']:.1f} min in all. "
-        f"{results['task']['num_entities']} documents, {results['train_sentences']} pre-training sentences, "
+        f"{results['task'].get('num_blocks', results['task']['num_entities'])} blocks, {results['train_sentences']} pre-training sentences, "
         f"{results['held_out_sentences']} held-out sentences ({describe_task(results['task'])}); "
         f"K = {TASK['num_candidates']} candidates (∅ + {k} retrieved). Retrieval is measured over the whole corpus "
         "with an exact index of the current document tower.",
@@ -104,7 +114,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--eval-every", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores).")
-    parser.add_argument("--num-entities", type=int, default=TASK["num_entities"], help="People, hence documents.")
+    parser.add_argument("--task", choices=("base", "hard"), default="base", help="The task (see the docstring).")
+    parser.add_argument("--num-entities", type=int, default=None, help="People (default: 100 base, 2000 hard).")
+    parser.add_argument("--mentions", type=int, default=2, help="hard: documents naming each person in passing.")
+    parser.add_argument("--namesakes", type=int, default=2, help="hard: documents per person about a namesake.")
+    parser.add_argument("--eval-sentences", type=int, default=None, help="Held-out sentences evaluated (a seeded "
+                        "sample; default: all for base, 400 for hard).")
     parser.add_argument("--set", action="append", default=[], help="Override a recipe value: INIT.KEY=VALUE (JSON).")
     parser.add_argument("--output", default=os.path.join(RESULTS, "knowledge"), help="Prefix of .json/.md/.png.")
     parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
@@ -128,9 +143,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-knowledge-")
     os.makedirs(work, exist_ok=True)
-    task = make_knowledge_task(
-        args.num_entities, seed=args.seed, relational=args.relational, paraphrase=args.paraphrase
-    )
+    if args.task == "hard":
+        args.num_entities = args.num_entities or 2000
+        task = make_hard_knowledge_task(args.num_entities, args.mentions, args.namesakes, seed=args.seed)
+    else:
+        args.num_entities = args.num_entities or TASK["num_entities"]
+        task = make_knowledge_task(
+            args.num_entities, seed=args.seed, relational=args.relational, paraphrase=args.paraphrase
+        )
     paths = write_task_files(task, work)
     from transformers import AutoTokenizer
 
@@ -141,12 +161,20 @@ def main(argv: list[str] | None = None) -> dict:
     if len(blocks) != len(task.documents) or list(blocks["title"]) != [d["title"] for d in task.documents]:
         raise RuntimeError("Each document must be exactly one block; raise block_length.")
     eval_examples = held_out_examples(task, tokenizer, TASK["query_max_length"])
+    eval_sentences = args.eval_sentences or (400 if args.task == "hard" else len(eval_examples))
+    if eval_sentences < len(eval_examples):
+        eval_examples = eval_examples.shuffle(seed=args.seed).select(range(eval_sentences))
     tagger = KnowledgeValueTagger(task.values)
 
     gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""  # the trainers take it
     results = {
         "machine": f"{cpu_model()}, {os.cpu_count()} cores{gpu}, torch {torch.__version__}",
-        "task": {**TASK, "num_entities": args.num_entities, "relational": args.relational, "paraphrase": args.paraphrase}, "recipes": recipes, "train_sentences": len(task.train_sentences),
+        "task": {
+            **TASK, "name": args.task, "num_entities": args.num_entities, "relational": args.relational,
+            "paraphrase": args.paraphrase, "num_blocks": len(blocks), "eval_sentences": len(eval_examples),
+            **({"mentions": args.mentions, "namesakes": args.namesakes} if args.task == "hard" else {}),
+        },
+        "recipes": recipes, "train_sentences": len(task.train_sentences),
         "held_out_sentences": len(task.held_out_sentences), "settings": {},
     }
     began = time.time()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ATTRIBUTES", "KnowledgeTask", "KnowledgeValueTagger", "make_knowledge_task"]
+__all__ = ["ATTRIBUTES", "KnowledgeTask", "KnowledgeValueTagger", "make_knowledge_task", "name_words"]
 
 # attribute -> values; every value is a single lower-case wordpiece of the BERT uncased vocabulary, and the value sets
 # are disjoint, so a masked value is one token and its attribute is told by the template, not by the value
@@ -106,7 +106,8 @@ class KnowledgeValueTagger:
 
     def __init__(self, values):
         self.values = tuple(sorted(set(values)))
-        self._pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, self.values)) + r")\b")
+        longest_first = sorted(self.values, key=lambda value: (-len(value), value))  # "table tennis" before "tennis"
+        self._pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, longest_first)) + r")\b")
 
     @property
     def fingerprint(self) -> str:
@@ -116,14 +117,25 @@ class KnowledgeValueTagger:
         return [[match.span() for match in self._pattern.finditer(text)] for text in texts]
 
 
-def _names(count: int, rng: np.random.Generator) -> list[str]:
-    def word() -> str:
-        syllables = [rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(2)]
-        return "".join(syllables).capitalize()
+def _word(rng: np.random.Generator) -> str:
+    """A made-up capitalized word of two syllables."""
+    syllables = [rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(2)]
+    return "".join(syllables).capitalize()
 
+
+def name_words(count: int, rng: np.random.Generator) -> list[str]:
+    """`count` distinct made-up words (name parts), in a seeded order."""
+    words: set[str] = set()
+    while len(words) < count:
+        words.add(_word(rng))
+    ordered = sorted(words)  # a set's own order changes from process to process (string hashing)
+    return [ordered[i] for i in rng.permutation(len(ordered))]
+
+
+def _names(count: int, rng: np.random.Generator) -> list[str]:
     names: set[str] = set()
     while len(names) < count:
-        names.add(f"{word()} {word()}")
+        names.add(f"{_word(rng)} {_word(rng)}")
     # shuffled from their sorted order: a set's own order changes from process to process (string hashing)
     ordered = sorted(names)
     return [ordered[i] for i in rng.permutation(len(ordered))]
