@@ -84,3 +84,28 @@ def test_get_follows_an_in_place_format_change():
     blocks.set_format("numpy", columns=["block_id"])
     assert isinstance(store.get([0, 1], ["block_id"])["block_id"], np.ndarray)
     assert store.take([0, 1], ["block_id"])["block_id"].tolist() == [0, 1]
+
+
+def padded_by_hand(rows: list, width: int, pad_value: int) -> np.ndarray:
+    return np.array([(row or []) + [pad_value] * (width - len(row or [])) for row in rows], dtype=np.int64).reshape(
+        len(rows), width
+    )
+
+
+def test_ragged_rows_pad_all_rows_or_chosen_ones():
+    column = make_blocks(30).with_format("arrow")["token_type_ids"]  # nulls, empty rows, int8
+    ragged = RaggedRows.from_arrow(column)
+    rows = ragged.tolist()
+    longest = max(len(row or []) for row in rows)
+    assert np.array_equal(ragged.pad(pad_value=-1), padded_by_hand(rows, longest, -1))
+    assert np.array_equal(ragged.pad(longest + 3, 7), padded_by_hand(rows, longest + 3, 7))
+    assert np.array_equal(ragged.mask(longest + 3), padded_by_hand(rows, longest + 3, 7) != 7)
+    for chosen in (np.array([29, 3, 0, 3, 17]), np.array([3]), np.zeros(0, dtype=np.int64)):
+        picked = [rows[i] for i in chosen]
+        width = max([len(row or []) for row in picked], default=0)
+        assert np.array_equal(ragged.pad(pad_value=9, rows=chosen), padded_by_hand(picked, width, 9))
+        mask = padded_by_hand(picked, width + 2, 9) != 9  # a mask given by the caller sets the width
+        assert np.array_equal(ragged.pad(pad_value=9, rows=chosen, mask=mask), padded_by_hand(picked, width + 2, 9))
+    empty = RaggedRows.from_lists([[], []])  # no items at all
+    assert np.array_equal(empty.pad(4, 5, rows=np.array([1, 0])), np.full((2, 4), 5))
+    assert RaggedRows.from_lists([[1, 2], (3,)]).tolist() == [[1, 2], [3]]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +19,27 @@ def int_column(dataset: datasets.Dataset, name: str) -> np.ndarray:
     return np.array(dataset.with_format("arrow")[name].to_numpy(), dtype=np.int64)  # a writable copy
 
 
+def lengths_mask(lengths: np.ndarray, width: int) -> np.ndarray:
+    r"""
+    Where the items of rows of `lengths` stand once the rows are right-padded to `width`.
+
+    Args:
+        lengths (`np.ndarray`): `[n]` length of each row.
+        width (`int`): Length of the padded rows.
+
+    Returns:
+        `np.ndarray` of shape `(n, width)`, bool: True at the positions before each row's length.
+    """
+    return np.arange(width)[None, :] < lengths[:, None]
+
+
 @dataclass(frozen=True, eq=False)
 class RaggedRows:
     r"""
     The rows of a list column (e.g. the `input_ids` of `n` blocks) as one flat array: row `i` is
-    `values[offsets[i] : offsets[i + 1]]`, or None where `valid` is False (a null in the column).
+    `values[offsets[i] : offsets[i + 1]]`, or None where `valid` is False (a null in the column). The one reader of
+    token-id columns: read from Arrow ([`from_arrow`]) or Python lists ([`from_lists`]), and padded into a batch
+    ([`pad`], [`mask`]; chosen rows gathered on the way) without a Python object per item.
 
     Args:
         values (`np.ndarray`): The rows' items, concatenated (the column's dtype, e.g. int32).
@@ -40,7 +57,7 @@ class RaggedRows:
     @property
     def lengths(self) -> np.ndarray:
         """`[n]` int64 length of each row (0 for a null row)."""
-        return np.diff(self.offsets)
+        return self.offsets[1:] - self.offsets[:-1]  # np.diff's checks cost more than this on a batch's rows
 
     def row(self, i: int) -> np.ndarray | None:
         if self.valid is not None and not self.valid[i]:
@@ -51,16 +68,79 @@ class RaggedRows:
         """The rows as Python lists (None for a null row), as `datasets` gives them."""
         return [None if row is None else row.tolist() for row in map(self.row, range(len(self)))]
 
+    @staticmethod
+    def _offsets(lengths: np.ndarray) -> np.ndarray:
+        """`[n + 1]` int64 offsets of rows of `lengths` `[n]`."""
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return offsets
+
     @classmethod
     def from_arrow(cls, column: pa.ChunkedArray | pa.Array) -> RaggedRows:
         """The rows of an Arrow list column (any number of chunks, sliced or not)."""
         array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         lengths = pc.list_value_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
         values = array.flatten().to_numpy(zero_copy_only=False)  # nulls hold no items
         valid = None if array.null_count == 0 else ~array.is_null().to_numpy(zero_copy_only=False)
+        return cls(values, cls._offsets(lengths), valid)
+
+    @classmethod
+    def from_lists(cls, rows: Sequence[Sequence[int]], valid: np.ndarray | None = None) -> RaggedRows:
+        r"""
+        Rows of Python ints (lists or tuples) as int64 `RaggedRows`.
+
+        Args:
+            rows (`Sequence[Sequence[int]]`): The rows; a null row is given as an empty one, with `valid` False.
+            valid (`np.ndarray`, *optional*): `[n]` bool, False for a null row; None: no nulls.
+        """
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))  # [n]
+        offsets = cls._offsets(lengths)
+        values = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(offsets[-1]))
         return cls(values, offsets, valid)
+
+    def mask(self, width: int | None = None) -> np.ndarray:
+        r"""
+        `[n, width]` bool: True at the positions of the rows' items once padded to `width` ([`lengths_mask`]).
+
+        Args:
+            width (`int`, *optional*): Length of the padded rows; defaults to the longest row's.
+        """
+        lengths = self.lengths
+        return lengths_mask(lengths, int(lengths.max(initial=0)) if width is None else width)
+
+    def pad(
+        self,
+        width: int | None = None,
+        pad_value: int = 0,
+        rows: np.ndarray | None = None,
+        mask: np.ndarray | None = None,
+    ) -> np.ndarray:
+        r"""
+        Rows right-padded to one width (a null row as all padding), gathered without a loop over rows.
+
+        Args:
+            width (`int`, *optional*): Length of the padded rows, at least the longest row's; defaults to it.
+            pad_value (`int`, defaults to 0): What fills the positions past each row's length.
+            rows (`np.ndarray`, *optional*): `[b]` positions of the rows to pad, in any order; all rows when omitted.
+            mask (`np.ndarray`, *optional*): `[b, width]` [`lengths_mask`] of those rows, when the caller has it
+                already (columns of the same row lengths, or an attention mask, share it); it sets the width.
+
+        Returns:
+            `np.ndarray` of shape `(b, width)` (`(n, width)` without `rows`), int64.
+        """
+        if mask is None:
+            lengths = self.lengths if rows is None else self.offsets[rows + 1] - self.offsets[rows]  # [b]
+            mask = lengths_mask(lengths, int(lengths.max(initial=0)) if width is None else width)  # [b, W]
+        if rows is None or not len(self.values):
+            out = np.full(mask.shape, pad_value, dtype=np.int64)  # [b, W]
+            out[mask] = self.values  # a row-major mask: the items in the rows' order
+            return out
+        # each position's item: its row's start in `values` plus the position (past a row's end: the next rows'
+        # items, clipped at the last one, then padding), a faster gather than one through a boolean mask
+        out = self.values.take(self.offsets[rows][:, None] + np.arange(mask.shape[1]), mode="clip")  # [b, W]
+        out = out.astype(np.int64)
+        out[~mask] = pad_value
+        return out
 
 
 class BlockStore:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..corpus.store import RaggedRows, lengths_mask
 from ..modeling.knowledge_encoder import IGNORE_INDEX
 
 
@@ -46,29 +47,15 @@ def pad_sequences(
     length = longest if length is None else max(length, longest)
     if pad_to_multiple_of:
         length = -(-length // pad_to_multiple_of) * pad_to_multiple_of
+    if longest and all(isinstance(sequence, (list, tuple)) for sequence in sequences):
+        # one conversion for the whole batch (numpy reads Python ints several times faster than torch.tensor)
+        return torch.from_numpy(RaggedRows.from_lists(sequences).pad(length, pad_value))
     out = torch.full((len(sequences), length), pad_value, dtype=torch.long)
     if not longest:
-        return out
-    if all(isinstance(sequence, (list, tuple)) for sequence in sequences):
-        # one conversion for the whole batch, written in place by a row-major mask (the rows' order)
-        values = torch.tensor(list(itertools.chain.from_iterable(sequences)), dtype=torch.long)
-        out[torch.arange(length)[None] < torch.tensor(lengths)[:, None]] = values
         return out
     for row, sequence in enumerate(sequences):
         if len(sequence):
             out[row, : len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
-    return out
-
-
-def _lengths_mask(lengths: np.ndarray, width: int) -> np.ndarray:
-    """`[N, width]` bool: position < the row's length."""
-    return np.arange(width)[None, :] < lengths[:, None]
-
-
-def _pad_ragged(values: np.ndarray, lengths: np.ndarray, width: int, pad_value: int) -> np.ndarray:
-    """Rows of `values` (concatenated, `lengths[i]` items each) right-padded to `[N, width]` int64."""
-    out = np.full((len(lengths), width), pad_value, dtype=np.int64)
-    out[_lengths_mask(lengths, width)] = values
     return out
 
 
@@ -208,14 +195,14 @@ class RealmPretrainingCollator:
         lengths `[B*K]` and the block ids `[B, K]` (-1 for ∅ and for rows without one)."""
         if isinstance(retrieved_blocks, Mapping):
             block_ids = np.asarray(retrieved_blocks["block_id"], dtype=np.int64).reshape(batch_size, num_retrieved)
-            ids_rows, types_rows = retrieved_blocks["input_ids"], retrieved_blocks.get("token_type_ids")
-            values, lengths = np.asarray(ids_rows.values, dtype=np.int64), ids_rows.lengths
-            if types_rows is None:
-                type_values, type_lengths = np.zeros(0, np.int64), np.zeros_like(lengths)
+            id_rows, type_rows = retrieved_blocks["input_ids"], retrieved_blocks.get("token_type_ids")
+            lengths = id_rows.lengths  # [B*k]
+            if type_rows is None:
+                type_rows = RaggedRows(np.zeros(0, np.int64), np.zeros(len(lengths) + 1, np.int64))
                 has_types = np.zeros(len(lengths), dtype=bool)
             else:
-                type_values, type_lengths = np.asarray(types_rows.values, dtype=np.int64), types_rows.lengths
-                has_types = np.ones(len(lengths), bool) if types_rows.valid is None else np.asarray(types_rows.valid)
+                type_lengths = type_rows.lengths
+                has_types = np.ones(len(lengths), bool) if type_rows.valid is None else np.asarray(type_rows.valid)
                 bad = np.flatnonzero(has_types & (type_lengths != lengths))
                 if len(bad):
                     raise ValueError(
@@ -233,19 +220,17 @@ class RealmPretrainingCollator:
                     id_lists.append(row_ids)
                     type_lists.append(row_types)
                     block_list.append(int(row.get("block_id", -1)))
-            values = np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64)
-            type_values = np.fromiter(itertools.chain.from_iterable(type_lists), dtype=np.int64)
-            lengths = np.asarray([len(row) for row in id_lists], dtype=np.int64)
-            type_lengths = np.asarray([len(row) for row in type_lists], dtype=np.int64)
+            id_rows, type_rows = RaggedRows.from_lists(id_lists), RaggedRows.from_lists(type_lists)
+            lengths = id_rows.lengths  # [B*k]
             has_types = np.asarray(has_list, dtype=bool)
             block_ids = np.asarray(block_list, dtype=np.int64).reshape(batch_size, num_retrieved)
 
         width = int(lengths.max(initial=0))
-        ids = _pad_ragged(values, lengths, width, 0)  # [B*k, W]
-        types = _pad_ragged(type_values, type_lengths, width, 0)  # [B*k, W]
+        ids = id_rows.pad(width)  # [B*k, W]
+        types = type_rows.pad(width)  # [B*k, W]
         if not has_types.all() and width:
             # no token types: 0 up to the first [SEP] (the title), 1 after it (the body); without [SEP], all 0
-            is_sep = (ids == self.sep_id) & _lengths_mask(lengths, width)
+            is_sep = (ids == self.sep_id) & lengths_mask(lengths, width)
             first_sep = np.where(is_sep.any(1), is_sep.argmax(1), lengths - 1)  # [B*k]
             derived = (np.arange(width)[None, :] > first_sep[:, None]).astype(np.int64)
             types = np.where(has_types[:, None], types, derived)
@@ -271,7 +256,7 @@ class RealmPretrainingCollator:
             ids, types = ids[:, : self.block_max_length].copy(), types[:, : self.block_max_length]
             ids[cut, -1] = self.sep_id
             lengths = np.minimum(lengths, self.block_max_length)
-        valid = _lengths_mask(lengths, ids.shape[1])
+        valid = lengths_mask(lengths, ids.shape[1])
         return np.where(valid, ids, 0), np.where(valid, types, 0), lengths, block_ids
 
     def _batch(
@@ -282,15 +267,16 @@ class RealmPretrainingCollator:
         batch_size, num_candidates = block_ids.shape
         count, width = ids.shape
         multiple = self.pad_to_multiple_of
-        query_lengths = np.asarray([len(query) for query in queries], dtype=np.int64)  # [B]
-        query_values = np.fromiter(itertools.chain.from_iterable(queries), dtype=np.int64)
-        label_values = np.fromiter(itertools.chain.from_iterable(labels), dtype=np.int64)
+        query_rows = RaggedRows.from_lists(queries)
+        # labels align with the queries (checked in `__call__`): the same offsets
+        label_rows = RaggedRows(np.fromiter(itertools.chain.from_iterable(labels), np.int64), query_rows.offsets)
+        query_lengths = query_rows.lengths  # [B]
 
         # the body of `[CLS] title [SEP] body [SEP]`: from the first token type 1, without the final [SEP], cut to
         # the room the sentence leaves in `[CLS] x [SEP] body [SEP]`
         rows = np.arange(count)
         if width:
-            is_body = (types == 1) & _lengths_mask(lengths, width)
+            is_body = (types == 1) & lengths_mask(lengths, width)
             first = np.where(is_body.any(1), is_body.argmax(1), lengths)  # [B*K]
             last = ids[rows, np.maximum(lengths - 1, 0)]
         else:
@@ -303,7 +289,7 @@ class RealmPretrainingCollator:
 
         joined_length = _round_up(int(joined_lengths.max()), multiple)
         positions = np.arange(joined_length)[None, :]
-        queries_padded = _pad_ragged(query_values, query_lengths, joined_length, self.pad_id)  # [B, L]
+        queries_padded = query_rows.pad(joined_length, self.pad_id)  # [B, L]
         joined = np.repeat(queries_padded, num_candidates, axis=0)  # [B*K, L] the sentence, then padding
         in_body = (positions >= query_of[:, None]) & (positions < (query_of + body_lengths)[:, None])
         if width:
@@ -317,30 +303,30 @@ class RealmPretrainingCollator:
         candidate_ids = np.full((count, block_length), self.pad_id, dtype=np.int64)
         candidate_types = np.zeros((count, block_length), dtype=np.int64)
         kept = min(width, block_length)
-        valid = _lengths_mask(lengths, kept)
+        valid = lengths_mask(lengths, kept)
         candidate_ids[:, :kept] = np.where(valid, ids[:, :kept], self.pad_id)
         candidate_types[:, :kept] = types[:, :kept]
 
         def tensor(array: np.ndarray, *shape: int) -> torch.Tensor:
             return torch.from_numpy(np.require(array, np.int64, ["C", "W"])).view(*shape)
 
-        query_input_ids = tensor(_pad_ragged(query_values, query_lengths, query_length, self.pad_id), batch_size, -1)
+        query_input_ids = tensor(query_rows.pad(query_length, self.pad_id), batch_size, -1)
         return {
             "query_input_ids": query_input_ids,
-            "query_attention_mask": tensor(_lengths_mask(query_lengths, query_length), batch_size, query_length),
+            "query_attention_mask": tensor(query_rows.mask(query_length), batch_size, query_length),
             "query_token_type_ids": torch.zeros_like(query_input_ids),
             "candidate_input_ids": tensor(candidate_ids, batch_size, num_candidates, block_length),
             "candidate_attention_mask": tensor(
-                _lengths_mask(lengths, block_length), batch_size, num_candidates, block_length
+                lengths_mask(lengths, block_length), batch_size, num_candidates, block_length
             ),
             "candidate_token_type_ids": tensor(candidate_types, batch_size, num_candidates, block_length),
             "input_ids": tensor(joined, batch_size, num_candidates, joined_length),
             "attention_mask": tensor(
-                _lengths_mask(joined_lengths, joined_length), batch_size, num_candidates, joined_length
+                lengths_mask(joined_lengths, joined_length), batch_size, num_candidates, joined_length
             ),
             "token_type_ids": tensor(joined_types, batch_size, num_candidates, joined_length),
             # the sentence comes first in every joined sequence, so its label positions are the query's
-            "labels": tensor(_pad_ragged(label_values, query_lengths, joined_length, IGNORE_INDEX), batch_size, -1),
+            "labels": tensor(label_rows.pad(joined_length, IGNORE_INDEX), batch_size, -1),
             "candidate_block_ids": tensor(block_ids, batch_size, num_candidates),
             "source_block_ids": torch.tensor(source_block_ids, dtype=torch.long),
             "null_candidate_index": 0 if self.use_null_document else None,
