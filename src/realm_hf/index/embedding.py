@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..corpus.store import RaggedRows, lengths_mask
 from .manifest import fingerprint_module
 from .pacing import in_paced_build, pause_point
 
@@ -132,31 +133,29 @@ def _eval_mode(embedder: Any) -> Iterator[None]:
 
 class TokenColumns:
     r"""
-    The `input_ids` and `token_type_ids` of a blocks dataset as flat numpy arrays read once from Arrow (an indices
-    mapping, e.g. after `select`, is applied), and padded batches gathered from them without Python lists: the host
-    work of an index build was most of it on a GPU (row fetches and list padding: ~5k blocks/s on an H200).
+    The `input_ids` and `token_type_ids` of a blocks dataset as [`~realm_hf.corpus.store.RaggedRows`] read once from
+    Arrow (an indices mapping, e.g. after `select`, is applied), and padded batches gathered from them without Python
+    lists: the host work of an index build was most of it on a GPU (row fetches and list padding: ~5k blocks/s on an
+    H200).
+
+    Args:
+        blocks (`datasets.Dataset`): Rows with `input_ids` and `token_type_ids`.
     """
 
     def __init__(self, blocks: datasets.Dataset) -> None:
         table = blocks.select_columns(["input_ids", "token_type_ids"]).with_format("arrow")[:]  # [N] rows
-        ids = table.column("input_ids").combine_chunks()
-        types = table.column("token_type_ids").combine_chunks()
-        self.offsets = np.asarray(ids.offsets, dtype=np.int64)  # [N + 1]
-        self.lengths = np.diff(self.offsets)  # [N]
-        self.input_ids = np.asarray(ids.values)  # [total tokens], Arrow's integer type (no copy)
-        self.token_type_ids = np.asarray(types.values)  # [total tokens]
+        self.input_ids = RaggedRows.from_arrow(table.column("input_ids"))  # Arrow's integer type (no copy)
+        self.token_type_ids = RaggedRows.from_arrow(table.column("token_type_ids"))
+        self.lengths = self.input_ids.lengths  # [N]
 
     def batch(self, rows: np.ndarray, pad_token_id: int) -> dict[str, torch.Tensor]:
         """Rows `[b]` padded to their own longest: the tensors of [`pad_batch`]."""
         lengths = self.lengths[rows]  # [b]
-        width = int(lengths.max()) if len(rows) else 0
-        positions = np.arange(width)[None, :]  # [1, L]
-        mask = positions < lengths[:, None]  # [b, L]
-        flat = np.where(mask, self.offsets[rows][:, None] + positions, 0)  # [b, L] indices into the flat values
+        mask = lengths_mask(lengths, int(lengths.max(initial=0)))  # [b, L], shared by the three tensors
         return {
-            "input_ids": torch.from_numpy(np.where(mask, self.input_ids[flat], pad_token_id).astype(np.int64)),
+            "input_ids": torch.from_numpy(self.input_ids.pad(pad_value=pad_token_id, rows=rows, mask=mask)),
             "attention_mask": torch.from_numpy(mask.astype(np.int64)),
-            "token_type_ids": torch.from_numpy(np.where(mask, self.token_type_ids[flat], 0).astype(np.int64)),
+            "token_type_ids": torch.from_numpy(self.token_type_ids.pad(pad_value=0, rows=rows, mask=mask)),
         }
 
 

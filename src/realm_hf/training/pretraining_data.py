@@ -25,6 +25,7 @@ import numpy as np
 import xxhash
 
 from ..corpus import load_corpus_articles, split_into_blocks
+from ..corpus.store import RaggedRows
 from ..data.masking import build_masked_dataset
 from .arguments import CorpusArguments, PretrainingArguments
 
@@ -46,10 +47,10 @@ class PretrainingData:
 
 def blocks_checksum(blocks: datasets.Dataset) -> str:
     """xxh64 of every block's wordpieces in order: equal iff the block ids mean the same text."""
-    column = blocks.data.column("input_ids").combine_chunks()  # ListArray, one row per block
+    rows = RaggedRows.from_arrow(blocks.data.column("input_ids"))  # one row per block
     digest = xxhash.xxh64()
-    digest.update(np.asarray(column.offsets, dtype=np.int64).tobytes())
-    digest.update(np.asarray(column.values, dtype=np.int64).tobytes())
+    digest.update(rows.offsets.tobytes())  # [N + 1] int64
+    digest.update(np.asarray(rows.values, dtype=np.int64).tobytes())
     return digest.hexdigest()
 
 
