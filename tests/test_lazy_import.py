@@ -95,6 +95,9 @@ def model_dir(tmp_path_factory) -> str:
         ("from transformers import pipeline; import realm_hf", True),
         ("import realm_hf; realm_hf.register_auto_classes()", True),  # realm_hf first: explicit registration
         ("import realm_hf; from transformers import pipeline; from realm_hf import RealmIndex", True),  # a name taken
+        # realm_hf imported first, then transformers' pipelines, then a name of realm_hf.pipelines (the task's)
+        ("from realm_hf import RealmForOpenQA; from transformers import pipeline; "
+         "from realm_hf.pipelines import OPEN_QA_TASK", True),
     ],
 )
 def test_auto_classes_and_pipelines_registered(model_dir, first, tasks):

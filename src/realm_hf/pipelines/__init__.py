@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..utils.lazy import lazy_exports
 
 
-__getattr__, __dir__, __all__ = lazy_exports(
+_lazy_getattr, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "fill_mask": ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search", "score_candidates"],
@@ -34,8 +34,16 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "add_question_answering_hint",
         ],
     },
+    cache=False,  # every access registers the tasks if transformers' pipelines were loaded since (as `realm_hf`)
 )
 __all__ += ["register_pipelines"]
+
+
+def __getattr__(name: str) -> object:
+    from ..registration import register_what_is_loaded
+
+    register_what_is_loaded()  # e.g. `pipeline(OPEN_QA_TASK, ...)` right after `from transformers import pipeline`
+    return _lazy_getattr(name)
 
 
 def register_pipelines() -> None:
