@@ -51,11 +51,20 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 TASK = {"num_entities": 100, **KNOWLEDGE_TASK_SHAPES}
 
 
+def held_out_split(examples, split: str, size: int):
+    """`size` held-out sentences of one half of a fixed shuffle (seed 1234, whatever the training seed): `"choose"`,
+    the half recipes are calibrated on, or `"report"`, the half the figures are reported on."""
+    shuffled = examples.shuffle(seed=1234)
+    half = len(shuffled) // 2
+    rows = range(0, half) if split == "choose" else range(half, len(shuffled))
+    return shuffled.select(rows[:size])
+
+
 def describe_task(task: dict) -> str:
     if task.get("name") == "hard":
         return (f"hard task: {task['num_entities']} people among {task['num_blocks']} blocks ({task['mentions']} mentions "
                 f"and {task['namesakes']} namesakes per person), unseen facts, unseen paraphrases, multi-token values; "
-                f"{task['eval_sentences']} held-out sentences evaluated")
+                f"{task['eval_sentences']} held-out sentences evaluated, from the '{task['eval_split']}' half")
     words = "unseen templates" if task.get("paraphrase", True) else "the documents' own words"
     who = "the person named through their teacher" if task.get("relational") else "the person named"
     return f"unseen facts, {words}, {who}"
@@ -120,6 +129,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--namesakes", type=int, default=2, help="hard: documents per person about a namesake.")
     parser.add_argument("--eval-sentences", type=int, default=None, help="Held-out sentences evaluated (a seeded "
                         "sample; default: all for base, 400 for hard).")
+    parser.add_argument("--eval-split", choices=("choose", "report"), default="report", help="hard: which half of "
+                        "the held-out sentences to sample: 'choose' for calibrating a recipe, 'report' for the "
+                        "figures (no choice looked at them).")
     parser.add_argument("--set", action="append", default=[], help="Override a recipe value: INIT.KEY=VALUE (JSON).")
     parser.add_argument("--output", default=os.path.join(RESULTS, "knowledge"), help="Prefix of .json/.md/.png.")
     parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
@@ -161,9 +173,8 @@ def main(argv: list[str] | None = None) -> dict:
     if len(blocks) != len(task.documents) or list(blocks["title"]) != [d["title"] for d in task.documents]:
         raise RuntimeError("Each document must be exactly one block; raise block_length.")
     eval_examples = held_out_examples(task, tokenizer, TASK["query_max_length"])
-    eval_sentences = args.eval_sentences or (400 if args.task == "hard" else len(eval_examples))
-    if eval_sentences < len(eval_examples):
-        eval_examples = eval_examples.shuffle(seed=args.seed).select(range(eval_sentences))
+    if args.task == "hard":
+        eval_examples = held_out_split(eval_examples, args.eval_split, args.eval_sentences or 400)
     tagger = KnowledgeValueTagger(task.values)
 
     gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""  # the trainers take it
@@ -172,7 +183,8 @@ def main(argv: list[str] | None = None) -> dict:
         "task": {
             **TASK, "name": args.task, "num_entities": args.num_entities, "relational": args.relational,
             "paraphrase": args.paraphrase, "num_blocks": len(blocks), "eval_sentences": len(eval_examples),
-            **({"mentions": args.mentions, "namesakes": args.namesakes} if args.task == "hard" else {}),
+            **({"mentions": args.mentions, "namesakes": args.namesakes, "eval_split": args.eval_split}
+               if args.task == "hard" else {}),
         },
         "recipes": recipes, "train_sentences": len(task.train_sentences),
         "held_out_sentences": len(task.held_out_sentences), "settings": {},

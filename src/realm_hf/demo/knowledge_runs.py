@@ -153,12 +153,12 @@ def run_ict(recipe: dict, corpus_path: str, work: str, seed: int) -> str:
     return os.path.join(output, "final")
 
 
-def corpus_arguments(paths: dict, pretraining_corpus: str | None) -> CorpusArguments:
+def corpus_arguments(paths: dict, pretraining_corpus: str | None, index_type: str = "Flat") -> CorpusArguments:
     """The task's corpus (and, for REALM proper, its pre-training sentences) at the task's shapes."""
     return CorpusArguments(
         corpus=paths["corpus"], pretraining_corpus=pretraining_corpus, block_length=KNOWLEDGE_TASK_SHAPES["block_length"],
         query_max_length=KNOWLEDGE_TASK_SHAPES["query_max_length"],
-        joined_max_length=KNOWLEDGE_TASK_SHAPES["joined_max_length"], embed_dtype="float32",
+        joined_max_length=KNOWLEDGE_TASK_SHAPES["joined_max_length"], embed_dtype="float32", index_type=index_type,
     )
 
 
@@ -166,7 +166,7 @@ def pretrainer(name: str, recipe: dict, model: ModelArguments, corpus: CorpusArg
                eval_every: int, seed: int, tagger: Any, eval_examples: datasets.Dataset,
                rebuild_final_index: bool = False, **pretraining: Any) -> RealmPretrainer:
     """A [`RealmPretrainer`] of the recipe writing to `work/name`, salient-span masking of the task's values, an
-    index refresh every 10 steps."""
+    index refresh every 10 steps (`pretraining` overrides any [`PretrainingArguments`], e.g. `masking`)."""
     _fresh_accelerator_state()
     return RealmPretrainer(
         LoopArguments(
@@ -176,12 +176,12 @@ def pretrainer(name: str, recipe: dict, model: ModelArguments, corpus: CorpusArg
         ),
         model,
         corpus,
-        PretrainingArguments(
-            masking="salient_span", num_candidates=KNOWLEDGE_TASK_SHAPES["num_candidates"], refresh_schedule="10",
-            refresh_mode="thread", rebuild_final_index=rebuild_final_index,
-            mlm_head_learning_rate=recipe.get("mlm_head_learning_rate_factor", 1.0) * recipe["learning_rate"],
+        PretrainingArguments(**{
+            "masking": "salient_span", "num_candidates": KNOWLEDGE_TASK_SHAPES["num_candidates"],
+            "refresh_schedule": "10", "refresh_mode": "thread", "rebuild_final_index": rebuild_final_index,
+            "mlm_head_learning_rate": recipe.get("mlm_head_learning_rate_factor", 1.0) * recipe["learning_rate"],
             **pretraining,
-        ),
+        }),
         tagger=tagger,
         eval_examples=eval_examples,
     )
@@ -215,11 +215,14 @@ def run_reading_warmup(recipe: dict, paths: dict, work: str, ict_dir: str | None
 
 def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Dataset, tagger: Any, work: str,
                 start_dir: str | None, ict_dir: str | None, frozen: bool, eval_every: int, seed: int,
-                rebuild_final_index: bool = False, before: dict | None = None) -> dict:
+                rebuild_final_index: bool = False, before: dict | None = None, index_type: str = "Flat",
+                **overrides: Any) -> dict:
     """One REALM pre-training run of the recipe, from the reading warm-up's encoder (`start_dir`) when given, with
     the retriever trained or `frozen`; returns the held-out figures before and after, the curve and the time.
     `eval_every` 0 evaluates after the last step only; `before`, the figures of a run with the same start (its
-    `curve[0]`), saves evaluating that start again."""
+    `curve[0]`), saves evaluating that start again. `index_type` is the training index's; `overrides` replace
+    [`PretrainingArguments`] of the recipe (an ablation: `masking`, `use_null_document`, `num_candidates`,
+    `refresh_schedule`, ...)."""
     steps = recipe["steps"]
     if start_dir is not None:  # after the reading warm-up: its encoder, and the initial retriever
         model = ModelArguments(
@@ -229,12 +232,13 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
     else:
         model = ModelArguments(**recipe["model"])
     trainer = pretrainer(
-        name, recipe, model, corpus_arguments(paths, paths["train"]), work, steps, eval_every, seed, tagger,
-        eval_examples, rebuild_final_index=rebuild_final_index, ict_warm_start=ict_dir,
+        name, recipe, model, corpus_arguments(paths, paths["train"], index_type), work, steps, eval_every, seed,
+        tagger, eval_examples, rebuild_final_index=rebuild_final_index, ict_warm_start=ict_dir,
         retriever_freeze_steps=steps + 1 if frozen else recipe["retriever_freeze_steps"],
         retriever_gate_utility=None if frozen else recipe.get("retriever_gate_utility"),
         retriever_gate_window=recipe.get("retriever_gate_window", 10),
         retriever_learning_rate=recipe.get("retriever_learning_rate"),
+        **overrides,
     )
     started = time.time()
     before = {k: v for k, v in before.items() if k != "step"} if before is not None else trainer.evaluate(0)
@@ -245,7 +249,7 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
         for r in history if any(k.startswith("eval/") for k in r)
     ]
     after = curve[-1]
-    k = KNOWLEDGE_TASK_SHAPES["num_candidates"] - 1
+    k = trainer.num_retrieved
     return {
         "retrieval_top1_before": before["gold_top1"],
         "retrieval_top1_after": after["gold_top1"],
@@ -256,7 +260,8 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
         "gold_prior_after": after["gold_prior_mass"],
         "mlm_acc_retrieval_before": before["mlm_accuracy_with_retrieval"] / 100.0,
         "mlm_acc_retrieval_after": after["mlm_accuracy_with_retrieval"] / 100.0,
-        "mlm_acc_null_after": after["mlm_accuracy_null_document"] / 100.0,
+        # (no null document, no figure: NaN)
+        "mlm_acc_null_after": after.get("mlm_accuracy_null_document", float("nan")) / 100.0,
         # reading alone: the gold block as the only candidate
         "mlm_acc_gold_document_after": after["mlm_accuracy_gold_document"] / 100.0,
         "steps": steps,

@@ -1,0 +1,283 @@
+"""The paper's Table 2 ablations on the hard knowledge task, each row against the full recipe, same seeds.
+
+    HF_HUB_OFFLINE=1 python benchmarks/bench_ablations.py --seeds 0,1,2                 # every row, three seeds
+    HF_HUB_OFFLINE=1 python benchmarks/bench_ablations.py --rows full,control --seeds 0 # some rows
+
+The task is `realm_hf.data.knowledge_task_hard` (task seed 0 for every row and seed: the rows differ only in the
+recipe and the training seed). Per training seed: the tiny recipe's ICT warm start and reading warm-up run once, then
+every row runs REALM pre-training from them with one change (`ROWS`), and two rows only evaluate a pairing of models
+the others trained (the paper's component swap). Figures are on the "report" half of the held-out sentences
+(`bench_knowledge.held_out_split`), which no choice of recipe looked at. Results are appended to the JSON after each
+run; a rerun skips the (row, seed) pairs already there, so the benchmark resumes where it stopped.
+
+Writes benchmarks/results/ablations.json, ablations.md and ablations.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+from realm_hf.corpus import split_into_blocks
+from realm_hf.data.knowledge_task import KnowledgeValueTagger
+from realm_hf.data.knowledge_task_hard import make_hard_knowledge_task
+from realm_hf.demo.knowledge_runs import (
+    KNOWLEDGE_RECIPES, KNOWLEDGE_TASK_SHAPES, corpus_arguments, held_out_examples, pretrainer, run_ict,
+    run_reading_warmup, run_setting, save_random_models, write_task_files,
+)
+from realm_hf.training.arguments import ModelArguments
+from realm_hf.training.precision import resolve_mixed_precision
+
+from bench_knowledge import held_out_split
+from bench_models import cpu_model
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+# row -> (what changes, the paper's Table 2 row it mirrors and the direction the paper found against full REALM)
+ROWS: dict[str, dict] = {
+    "full": {"change": {}, "paper": "REALM 38.2 / 38.5"},
+    "control": {"change": {"frozen": True}, "paper": "baseline retriever, no REALM (ORQA 31.3 / 13.9): lower"},
+    "random-token-masks": {"change": {"masking": "random_token"}, "paper": "random uniform masks 32.3 / 24.2: lower"},
+    "random-span-masks": {"change": {"masking": "random_span"}, "paper": "random span masks 35.3 / 26.1: lower"},
+    "stale-10x": {"change": {"refresh_schedule": "100"}, "paper": "30x stale MIPS 28.7 / 15.1: lower"},
+    "never-refreshed": {"change": {"refresh_schedule": "0"}, "paper": "(stale without end): lower"},
+    "no-null-document": {"change": {"use_null_document": False}, "paper": None},
+    "no-ict": {"change": {"ict": False}, "paper": None},
+    "no-reading-warmup": {"change": {"warmup": False}, "paper": None},
+    "k2": {"change": {"num_candidates": 2}, "paper": None},
+    "k8": {"change": {"num_candidates": 8}, "paper": None},
+    "compressed-index": {"change": {"index_type": "compressed"}, "paper": None},
+    # evaluation only: models the rows above trained, paired anew
+    "realm-retriever+start-encoder": {
+        "change": {"pair": ("full", "warmup")}, "paper": "REALM retriever + baseline encoder 37.4 / 38.5: about equal"},
+    "start-retriever+realm-encoder": {
+        "change": {"pair": ("start", "full")}, "paper": "baseline retriever + REALM encoder 35.3 / 13.9: lower"},
+}
+METRICS = ("gold_top1", "gold_posterior_mass", "mlm_accuracy_with_retrieval", "mlm_accuracy_null_document")
+
+
+def evaluate_pair(name: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, retriever: str,
+                  encoder: str, ict_dir: str | None, seed: int) -> dict:
+    """Held-out figures of a retriever (`ict_dir`: the ICT one over the `retriever` architecture) and an encoder
+    trained apart, without a training step."""
+    model = ModelArguments(
+        retriever=retriever, encoder=encoder, pooling=recipe["model"]["pooling"],
+        projection_size=recipe["model"]["projection_size"],
+    )
+    trainer = pretrainer(
+        name, recipe, model, corpus_arguments(paths, paths["train"]), work, 1, 0, seed, tagger, eval_examples,
+        ict_warm_start=ict_dir,
+    )
+    return trainer.evaluate(0)
+
+
+def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, start: dict, seed: int,
+            eval_every: int) -> dict:
+    change = dict(ROWS[row]["change"])
+    if "pair" in change:
+        retriever_of, encoder_of = change["pair"]
+        full = os.path.join(work, "full", "final")
+        # the REALM-trained retriever, or the one REALM started from (ICT over the random tower)
+        retriever = os.path.join(full, "retriever") if retriever_of == "full" else start["retriever"]
+        encoder = os.path.join(full if encoder_of == "full" else start["warmup_dir"], "encoder")
+        began = time.time()
+        figures = evaluate_pair(row, recipe, paths, eval_examples, tagger, work, retriever, encoder,
+                                start["ict_dir"] if retriever_of == "start" else None, seed)
+        return {"after": {k: figures[k] for k in figures if k in METRICS or k.startswith("gold_top")},
+                "seconds": round(time.time() - began, 1)}
+    frozen = change.pop("frozen", False)
+    ict_dir = start["ict_dir"] if change.pop("ict", True) else None
+    start_dir = start["warmup_dir"] if change.pop("warmup", True) else None
+    result = run_setting(
+        row, recipe, paths, eval_examples, tagger, work, start_dir, ict_dir, frozen=frozen, eval_every=eval_every,
+        seed=seed, rebuild_final_index=row == "full", **change,
+    )
+    after = result["curve"][-1]
+    return {
+        "after": {k: after[k] for k in after if k in METRICS or k.startswith("gold_top")},
+        "before": {k: v for k, v in result["curve"][0].items() if k in METRICS or k.startswith("gold_top")},
+        "seconds": result["seconds"], "curve": result["curve"],
+        "retriever_learning_summary": result["retriever_learning_summary"],
+    }
+
+
+def summarize(results: dict) -> dict:
+    """Per row: mean and standard deviation over seeds of each metric, and the difference to `full`."""
+    table = {}
+    for row, per_seed in results["rows"].items():
+        figures = {}
+        for metric in METRICS:
+            values = [run["after"][metric] for run in per_seed.values() if metric in run["after"]]
+            if values:
+                figures[metric] = {
+                    "mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                    "seeds": len(values),
+                }
+        table[row] = figures
+    for row, figures in table.items():
+        full = table.get("full", {})
+        for metric, summary in figures.items():
+            if metric in full and row != "full":
+                summary["minus_full"] = summary["mean"] - full[metric]["mean"]
+    return table
+
+
+def direction(row: str, summary: dict, full: dict) -> str:
+    """Whether the row is below full REALM by more than the spread (the paper's rows are all below or equal)."""
+    paper = ROWS[row]["paper"]
+    if row == "full" or "gold_top1" not in summary or "gold_top1" not in full:
+        return ""
+    gap = full["gold_top1"]["mean"] - summary["gold_top1"]["mean"]
+    spread = max(summary["gold_top1"]["std"], full["gold_top1"]["std"], 0.01)
+    found = "lower" if gap > spread else ("higher" if gap < -spread else "about equal")
+    if paper is None:
+        return found
+    expected = paper.rsplit(": ", 1)[-1]
+    return f"{found} ({'as the paper' if expected == found else 'paper: ' + expected})"
+
+
+def write_markdown(results: dict, path: str) -> None:
+    table = summarize(results)
+    full = table.get("full", {})
+    lines = [
+        "# The paper's Table 2 ablations on the hard knowledge task",
+        "",
+        f"`python benchmarks/bench_ablations.py` — {results['machine']}. {results['task']}. Each row changes one "
+        "thing in the tiny recipe (ICT warm start, reading warm-up, REALM pre-training; "
+        f"{results['recipe']['steps']} steps), same training seeds; mean ± standard deviation over seeds. Figures "
+        "are on held-out sentences that no choice looked at (the 'report' half).",
+        "",
+        "| row | seeds | gold top-1 | gold posterior | MLM acc. with retrieval | MLM acc. ∅ only | vs full (top-1) "
+        "| paper (NQ EM / zero-shot R@5) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in ROWS:
+        summary = table.get(row)
+        if not summary:
+            continue
+
+        def cell(metric: str) -> str:
+            s = summary.get(metric)
+            return "" if s is None else f"{s['mean']:.3f} ± {s['std']:.3f}"
+
+        seeds = max((s["seeds"] for s in summary.values()), default=0)
+        lines.append(
+            f"| {row} | {seeds} | {cell('gold_top1')} | {cell('gold_posterior_mass')} | "
+            f"{cell('mlm_accuracy_with_retrieval')} | {cell('mlm_accuracy_null_document')} | "
+            f"{direction(row, summary, full)} | {ROWS[row]['paper'] or ''} |"
+        )
+    lines += ["", "MLM accuracies are percent of masked wordpieces.", ""]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+def plot(results: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = summarize(results)
+    rows = [row for row in ROWS if "gold_top1" in table.get(row, {})]
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(rows) + 1.2))
+    means = [table[row]["gold_top1"]["mean"] for row in rows]
+    stds = [table[row]["gold_top1"]["std"] for row in rows]
+    ax.barh(range(len(rows)), means, xerr=stds, color=["tab:blue" if r == "full" else "tab:gray" for r in rows])
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("held-out gold-document top-1 (mean ± std over seeds)")
+    ax.set_xlim(0, 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", default=",".join(ROWS), help="Comma-separated: " + ", ".join(ROWS) + ".")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--steps", type=int, default=None, help="Override the recipe's REALM steps.")
+    parser.add_argument("--num-entities", type=int, default=2000)
+    parser.add_argument("--eval-sentences", type=int, default=400)
+    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--set", action="append", default=[], help="Override a recipe value: KEY=VALUE (JSON).")
+    parser.add_argument("--output", default=os.path.join(RESULTS, "ablations"), help="Prefix of .json/.md/.png.")
+    parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+
+    recipe = json.loads(json.dumps(KNOWLEDGE_RECIPES["tiny"]))
+    for item in args.set:
+        key, value = item.split("=", 1)
+        recipe[key] = json.loads(value)
+    if args.steps:
+        recipe["steps"] = args.steps
+    recipe["mixed_precision"] = resolve_mixed_precision(recipe.get("mixed_precision", "no"), "cpu")
+    rows = args.rows.split(",")
+    unknown = [row for row in rows if row not in ROWS]
+    if unknown:
+        raise ValueError(f"Unknown rows {unknown}; choose from {list(ROWS)}.")
+    if any("pair" in ROWS[row]["change"] for row in rows) and "full" not in rows:
+        rows.insert(0, "full")  # the swaps pair models the full recipe trained
+
+    results = {"rows": {}}
+    if os.path.isfile(args.output + ".json"):
+        with open(args.output + ".json", encoding="utf-8") as f:
+            results = json.load(f)
+    work = args.work_dir or tempfile.mkdtemp(prefix="bench-ablations-")
+    task = make_hard_knowledge_task(args.num_entities, seed=0)
+    paths = write_task_files(task, work)
+    from transformers import AutoTokenizer
+
+    from realm_hf.initial_weights import resolve_bert_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_bert_path("minilm"))
+    blocks = split_into_blocks(task.documents, tokenizer, max_length=KNOWLEDGE_TASK_SHAPES["block_length"])
+    eval_examples = held_out_split(
+        held_out_examples(task, tokenizer, KNOWLEDGE_TASK_SHAPES["query_max_length"]), "report", args.eval_sentences
+    )
+    tagger = KnowledgeValueTagger(task.values)
+    results.update({
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}",
+        "task": f"hard task, {args.num_entities} people among {len(blocks)} blocks, {len(eval_examples)} held-out "
+                "sentences evaluated",
+        "recipe": recipe,
+    })
+    for seed in map(int, args.seeds.split(",")):
+        todo = [row for row in rows if str(seed) not in results["rows"].get(row, {})]
+        if not todo:
+            continue
+        seed_work = os.path.join(work, f"seed-{seed}")
+        seeded = {**recipe, "model": save_random_models(recipe, seed_work, tokenizer)}
+        began = time.time()
+        ict_dir = run_ict(seeded, paths["corpus"], seed_work, seed)
+        warmup_dir, _ = run_reading_warmup(seeded, paths, seed_work, ict_dir, seed, tagger, eval_examples,
+                                           evaluate=False)
+        start = {"ict_dir": ict_dir, "warmup_dir": warmup_dir, "retriever": seeded["model"]["retriever"],
+                 "seconds": round(time.time() - began, 1)}
+        if "full" in todo:  # first: the swaps read its models
+            todo.remove("full")
+            todo.insert(0, "full")
+        for row in todo:
+            figures = run_row(row, seeded, paths, eval_examples, tagger, seed_work, start, seed, args.eval_every)
+            results["rows"].setdefault(row, {})[str(seed)] = {**figures, "warm_start_seconds": start["seconds"]}
+            print(f"seed {seed} {row}: {figures['after']} ({figures['seconds']:.0f} s)", flush=True)
+            os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
+            with open(args.output + ".json", "w", encoding="utf-8") as f:
+                json.dump(results, f, indent=1)
+            write_markdown(results, args.output + ".md")
+    plot(results, args.output + ".png")
+    return results
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
