@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-entities", type=int, default=None, help="People (default: 100 base, 2000 hard).")
     parser.add_argument("--mentions", type=int, default=2, help="hard: documents naming each person in passing.")
     parser.add_argument("--namesakes", type=int, default=2, help="hard: documents per person about a namesake.")
+    parser.add_argument("--named-sentences", type=int, default=1, help="hard: document sentences naming the person.")
     parser.add_argument("--eval-sentences", type=int, default=None, help="Held-out sentences evaluated (a seeded "
                         "sample; default: all for base, 400 for hard).")
     parser.add_argument("--eval-split", choices=("choose", "report"), default="report", help="hard: which half of "
@@ -157,7 +158,9 @@ def main(argv: list[str] | None = None) -> dict:
     os.makedirs(work, exist_ok=True)
     if args.task == "hard":
         args.num_entities = args.num_entities or 2000
-        task = make_hard_knowledge_task(args.num_entities, args.mentions, args.namesakes, seed=args.seed)
+        task = make_hard_knowledge_task(
+            args.num_entities, args.mentions, args.namesakes, seed=args.seed, named_sentences=args.named_sentences
+        )
     else:
         args.num_entities = args.num_entities or TASK["num_entities"]
         task = make_knowledge_task(
@@ -183,7 +186,8 @@ def main(argv: list[str] | None = None) -> dict:
         "task": {
             **TASK, "name": args.task, "num_entities": args.num_entities, "relational": args.relational,
             "paraphrase": args.paraphrase, "num_blocks": len(blocks), "eval_sentences": len(eval_examples),
-            **({"mentions": args.mentions, "namesakes": args.namesakes, "eval_split": args.eval_split}
+            **({"mentions": args.mentions, "namesakes": args.namesakes, "eval_split": args.eval_split,
+                "named_sentences": args.named_sentences}
                if args.task == "hard" else {}),
         },
         "recipes": recipes, "train_sentences": len(task.train_sentences),

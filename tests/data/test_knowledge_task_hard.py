@@ -62,3 +62,13 @@ def test_bad_sizes_are_refused():
         make_hard_knowledge_task(num_entities=1)
     with pytest.raises(ValueError, match="mentions_per_entity and namesakes_per_entity must be >= 0"):
         make_hard_knowledge_task(num_entities=5, mentions_per_entity=-1)
+
+
+def test_named_sentences_sets_how_often_a_document_names_its_person():
+    for named in (1, 3):
+        task = make_hard_knowledge_task(num_entities=10, mentions_per_entity=0, namesakes_per_entity=0, seed=2,
+                                        named_sentences=named)
+        for document in task.documents:
+            attribute_sentences = [s for s in document["text"].split(". ") if "learned their trade" not in s]
+            assert sum(s.startswith(document["title"]) or f" {document['title']} " in s
+                       for s in attribute_sentences) == named

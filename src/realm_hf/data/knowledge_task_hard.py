@@ -101,15 +101,23 @@ def _values(rng: np.random.Generator) -> dict[str, str]:
     return {attribute: str(rng.choice(values)) for attribute, values in HARD_ATTRIBUTES.items()}
 
 
-def _person_document(name: str, teacher: str, values: dict[str, str], rng: np.random.Generator) -> str:
+def _person_document(
+    name: str, teacher: str, values: dict[str, str], rng: np.random.Generator, named_sentences: int = 1
+) -> str:
+    """The document of a person: their attributes in a random order, the first `named_sentences` naming them, the
+    others saying "they", and who taught them."""
     order = [list(HARD_ATTRIBUTES)[j] for j in rng.permutation(len(HARD_ATTRIBUTES))]
-    sentences = [_DOCUMENT[a][int(j > 0)].format(n=name, v=values[a]) for j, a in enumerate(order)]
+    sentences = [_DOCUMENT[a][int(j >= named_sentences)].format(n=name, v=values[a]) for j, a in enumerate(order)]
     sentences.insert(1, _TEACHER.format(t=teacher))
     return " ".join(sentences)
 
 
 def make_hard_knowledge_task(
-    num_entities: int = 2000, mentions_per_entity: int = 2, namesakes_per_entity: int = 2, seed: int = 0
+    num_entities: int = 2000,
+    mentions_per_entity: int = 2,
+    namesakes_per_entity: int = 2,
+    seed: int = 0,
+    named_sentences: int = 1,
 ) -> KnowledgeTask:
     r"""
     Generate the hard [`KnowledgeTask`] (see the module docstring).
@@ -120,6 +128,9 @@ def make_hard_knowledge_task(
         namesakes_per_entity (`int`, defaults to 2): Documents per person about someone sharing their first or last
             name (never asked about).
         seed (`int`, defaults to 0): Seed of names, values and distractors.
+        named_sentences (`int`, defaults to 1): How many of a document's attribute sentences name its person (the
+            others say "they"): the more, the more of the Inverse Cloze Task's queries carry the name, so the easier
+            the retriever's start.
 
     Returns:
         [`KnowledgeTask`]: `documents` (people first, in entity order, then the distractors, shuffled),
@@ -144,7 +155,8 @@ def make_hard_knowledge_task(
     for i, name in enumerate(names):
         values = _values(rng)
         documents.append(
-            {"id": f"doc-{i}", "title": name, "text": _person_document(name, names[teacher[i]], values, rng)}
+            {"id": f"doc-{i}", "title": name,
+             "text": _person_document(name, names[teacher[i]], values, rng, named_sentences)}
         )
         held_out_attribute = attributes[i % len(attributes)]
         for attribute in attributes:
@@ -174,7 +186,9 @@ def make_hard_knowledge_task(
             taken.add(namesake)
             distractors.append({
                 "title": namesake,
-                "text": _person_document(namesake, names[int(rng.integers(num_entities))], _values(rng), rng),
+                "text": _person_document(
+                    namesake, names[int(rng.integers(num_entities))], _values(rng), rng, named_sentences
+                ),
             })
     for j, k in enumerate(rng.permutation(len(distractors))):
         documents.append({"id": f"distractor-{j}", **distractors[int(k)]})
