@@ -18,6 +18,8 @@ The other names below are imported from their submodules on first access.
 
 from __future__ import annotations
 
+import sys
+
 from ..utils.lazy import lazy_exports
 
 
@@ -39,10 +41,15 @@ _lazy_getattr, __dir__, __all__ = lazy_exports(
 __all__ += ["register_pipelines"]
 
 
-def __getattr__(name: str) -> object:
-    from ..registration import register_what_is_loaded
+_tasks_registered = False
 
-    register_what_is_loaded()  # e.g. `pipeline(OPEN_QA_TASK, ...)` right after `from transformers import pipeline`
+
+def __getattr__(name: str) -> object:
+    global _tasks_registered
+    if not _tasks_registered and "transformers.pipelines" in sys.modules:
+        # e.g. `pipeline(OPEN_QA_TASK, ...)` right after `from transformers import pipeline`
+        register_pipelines()
+        _tasks_registered = True
     return _lazy_getattr(name)
 
 
