@@ -30,7 +30,7 @@ from realm_hf.corpus import split_into_blocks
 from realm_hf.data.knowledge_task import KnowledgeValueTagger
 from realm_hf.data.knowledge_task_hard import make_hard_knowledge_task
 from realm_hf.demo.knowledge_runs import (
-    KNOWLEDGE_RECIPES, KNOWLEDGE_TASK_SHAPES, corpus_arguments, held_out_examples, pretrainer, run_ict,
+    HARD_TASK_RECIPE, KNOWLEDGE_RECIPES, KNOWLEDGE_TASK_SHAPES, corpus_arguments, held_out_examples, pretrainer, run_ict,
     run_reading_warmup, run_setting, save_random_models, write_task_files,
 )
 from realm_hf.training.arguments import ModelArguments
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
 
-    recipe = json.loads(json.dumps(KNOWLEDGE_RECIPES["tiny"]))
+    recipe = {**json.loads(json.dumps(KNOWLEDGE_RECIPES["tiny"])), **HARD_TASK_RECIPE}
     for item in args.set:
         key, value = item.split("=", 1)
         recipe[key] = json.loads(value)

@@ -40,7 +40,7 @@ from realm_hf.corpus import split_into_blocks
 from realm_hf.data.knowledge_task import KnowledgeValueTagger, make_knowledge_task
 from realm_hf.data.knowledge_task_hard import make_hard_knowledge_task
 from realm_hf.demo.knowledge_runs import (
-    KNOWLEDGE_RECIPES as RECIPES, KNOWLEDGE_TASK_SHAPES, held_out_examples, plot_knowledge_curves, run_ict,
+    HARD_TASK_RECIPE, KNOWLEDGE_RECIPES as RECIPES, KNOWLEDGE_TASK_SHAPES, held_out_examples, plot_knowledge_curves, run_ict,
     run_reading_warmup, run_setting, save_random_models, write_task_files,
 )
 from realm_hf.training.precision import resolve_mixed_precision
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-entities", type=int, default=None, help="People (default: 100 base, 2000 hard).")
     parser.add_argument("--mentions", type=int, default=2, help="hard: documents naming each person in passing.")
     parser.add_argument("--namesakes", type=int, default=2, help="hard: documents per person about a namesake.")
-    parser.add_argument("--named-sentences", type=int, default=1, help="hard: document sentences naming the person.")
+    parser.add_argument("--named-sentences", type=int, default=3, help="hard: document sentences naming the person.")
     parser.add_argument("--eval-sentences", type=int, default=None, help="Held-out sentences evaluated (a seeded "
                         "sample; default: all for base, 400 for hard).")
     parser.add_argument("--eval-split", choices=("choose", "report"), default="report", help="hard: which half of "
@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads or max(1, os.cpu_count() or 1))
 
     recipes = {init: json.loads(json.dumps(RECIPES[init])) for init in args.inits.split(",")}
+    if args.task == "hard":  # the tiny recipe's longer warm starts (HARD_TASK_RECIPE), before any --set
+        recipes = {init: {**recipe, **HARD_TASK_RECIPE} for init, recipe in recipes.items()}
     for item in args.set:
         key, value = item.split("=", 1)
         init, field = key.split(".", 1)
