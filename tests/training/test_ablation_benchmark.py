@@ -18,7 +18,7 @@ import bench_ablations  # noqa: E402
 def test_the_ablation_benchmark_runs_every_kind_of_row_and_resumes(tmp_path):
     arguments = [
         "--num-entities", "12", "--seeds", "0", "--eval-sentences", "6", "--eval-every", "1000",
-        "--set", "ict_steps=2", "--set", "reading_warmup_steps=2", "--set", "steps=2",
+        "--set", "ict_steps=2", "--set", "ict_batch_size=8", "--set", "reading_warmup_steps=2", "--set", "steps=2",
         "--output", str(tmp_path / "ablations"), "--work-dir", str(tmp_path / "work"),
     ]
     rows = "control,no-null-document,k2,start-retriever+realm-encoder"
