@@ -30,11 +30,10 @@ from realm_hf.corpus import split_into_blocks
 from realm_hf.data.knowledge_task import KnowledgeValueTagger
 from realm_hf.data.knowledge_task_hard import make_hard_knowledge_task
 from realm_hf.demo.knowledge_runs import (
-    HARD_TASK_RECIPE, KNOWLEDGE_RECIPES, KNOWLEDGE_TASK_SHAPES, corpus_arguments, held_out_examples, pretrainer, run_ict,
+    KNOWLEDGE_TASK_SHAPES, corpus_arguments, hard_task_recipe, held_out_examples, pretrainer, run_ict,
     run_reading_warmup, run_setting, save_random_models, write_task_files,
 )
 from realm_hf.training.arguments import ModelArguments
-from realm_hf.training.precision import resolve_mixed_precision
 
 from bench_knowledge import held_out_split
 from bench_models import cpu_model
@@ -215,13 +214,9 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
 
-    recipe = {**json.loads(json.dumps(KNOWLEDGE_RECIPES["tiny"])), **HARD_TASK_RECIPE}
-    for item in args.set:
-        key, value = item.split("=", 1)
-        recipe[key] = json.loads(value)
+    recipe = hard_task_recipe(args.set)
     if args.steps:
         recipe["steps"] = args.steps
-    recipe["mixed_precision"] = resolve_mixed_precision(recipe.get("mixed_precision", "no"), "cpu")
     rows = args.rows.split(",")
     unknown = [row for row in rows if row not in ROWS]
     if unknown:

@@ -31,13 +31,12 @@ from realm_hf.data.knowledge_task import KnowledgeTask, KnowledgeValueTagger
 from realm_hf.data.knowledge_task_hard import make_hard_knowledge_task
 from realm_hf.data.masking import build_masked_dataset
 from realm_hf.demo.knowledge_runs import (
-    HARD_TASK_RECIPE, KNOWLEDGE_RECIPES, KNOWLEDGE_TASK_SHAPES, corpus_arguments, pretrainer, run_ict, run_reading_warmup, run_setting,
+    KNOWLEDGE_TASK_SHAPES, corpus_arguments, hard_task_recipe, pretrainer, run_ict, run_reading_warmup, run_setting,
     save_random_models, write_task_files,
 )
 from realm_hf.index import RealmIndex
 from realm_hf.retrieval import add_articles_to_index
 from realm_hf.training.arguments import ModelArguments
-from realm_hf.training.precision import resolve_mixed_precision
 
 from bench_knowledge import held_out_split
 from bench_models import cpu_model
@@ -84,11 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    recipe = {**json.loads(json.dumps(KNOWLEDGE_RECIPES["tiny"])), **HARD_TASK_RECIPE}
-    for item in args.set:
-        key, value = item.split("=", 1)
-        recipe[key] = json.loads(value)
-    recipe["mixed_precision"] = resolve_mixed_precision(recipe.get("mixed_precision", "no"), "cpu")
+    recipe = hard_task_recipe(args.set)
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-knowledge-update-")
     began = time.time()
 

@@ -29,6 +29,7 @@ from ..data.masking import build_masked_dataset
 from ..training import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments, RealmPretrainer
 from ..training.arguments import IctArguments
 from ..training.ict import IctTrainer
+from ..training.precision import resolve_mixed_precision
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,17 @@ KNOWLEDGE_RECIPES: dict[str, dict[str, Any]] = {
 # retriever that finds something (chosen on the "choose" half of its held-out sentences, seed 0:
 # benchmarks/results/knowledge-hard-calibration.md)
 HARD_TASK_RECIPE = {"ict_steps": 1000, "ict_batch_size": 64, "reading_warmup_steps": 600, "steps": 400}
+
+
+def hard_task_recipe(settings: list[str]) -> dict:
+    """The tiny recipe on the hard task, with `KEY=VALUE` (JSON) overrides and its mixed precision resolved for the
+    CPU (what the hard-task benchmarks run)."""
+    recipe = {**json.loads(json.dumps(KNOWLEDGE_RECIPES["tiny"])), **HARD_TASK_RECIPE}
+    for item in settings:
+        key, value = item.split("=", 1)
+        recipe[key] = json.loads(value)
+    recipe["mixed_precision"] = resolve_mixed_precision(recipe.get("mixed_precision", "no"), "cpu")
+    return recipe
 
 
 def write_jsonl(rows: list[dict], path: str) -> str:
