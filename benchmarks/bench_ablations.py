@@ -105,6 +105,7 @@ def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: st
         "before": {k: v for k, v in result["curve"][0].items() if k in METRICS or k.startswith("gold_top")},
         "seconds": result["seconds"], "curve": result["curve"],
         "retriever_learning_summary": result["retriever_learning_summary"],
+        "index_staleness": result["index_staleness"],
     }
 
 
@@ -212,7 +213,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    # OMP_NUM_THREADS=1 lets seeds run side by side, one process per core (the tiny models scale poorly over threads)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
 
     recipe = hard_task_recipe(args.set)
     if args.steps:

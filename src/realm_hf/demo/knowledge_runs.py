@@ -293,7 +293,15 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
         "reading_utility_top": [
             {"step": r["step"], "ru_top": round(r["ru_top"], 4)} for r in history if "ru_top" in r
         ],
+        "index_staleness": index_staleness(history),
     }
+
+
+def index_staleness(history: list[dict]) -> dict[str, float] | None:
+    """How many steps the training index lagged the retriever (step minus the step of the index searched) over the
+    logged steps: `{"mean", "max"}`, or None when no step logged it."""
+    lags = [r["step"] - r["index_step"] for r in history if "index_step" in r and "step" in r]
+    return {"mean": round(sum(lags) / len(lags), 1), "max": max(lags)} if lags else None
 
 
 def plot_knowledge_curves(results: dict, path: str, title: str) -> None:
