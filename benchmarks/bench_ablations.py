@@ -2,6 +2,9 @@
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_ablations.py --seeds 0,1,2                 # every row, three seeds
     HF_HUB_OFFLINE=1 python benchmarks/bench_ablations.py --rows full,control --seeds 0 # some rows
+    # seeds side by side, one process per core, then one table:
+    for s in 0 1 2; do OMP_NUM_THREADS=1 python benchmarks/bench_ablations.py --seeds $s --output /tmp/abl-$s & done
+    wait; python benchmarks/bench_ablations.py --merge /tmp/abl-0.json /tmp/abl-1.json /tmp/abl-2.json
 
 The task is `realm_hf.data.knowledge_task_hard` (task seed 0 for every row and seed: the rows differ only in the
 recipe and the training seed). Per training seed: the tiny recipe's ICT warm start and reading warm-up run once, then
@@ -40,14 +43,19 @@ from bench_models import cpu_model
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
-# row -> (what changes, the paper's Table 2 row it mirrors and the direction the paper found against full REALM)
+# row -> what changes, and the paper's Table 2 row it mirrors: its NQ dev EM / zero-shot Recall@5 and their direction
+# against full REALM, which our MLM accuracy with retrieval (~ EM) and gold top-1 (~ Recall@5) are compared with
 ROWS: dict[str, dict] = {
-    "full": {"change": {}, "paper": "REALM 38.2 / 38.5"},
-    "control": {"change": {"frozen": True}, "paper": "baseline retriever, no REALM (ORQA 31.3 / 13.9): lower"},
-    "random-token-masks": {"change": {"masking": "random_token"}, "paper": "random uniform masks 32.3 / 24.2: lower"},
-    "random-span-masks": {"change": {"masking": "random_span"}, "paper": "random span masks 35.3 / 26.1: lower"},
-    "stale-10x": {"change": {"refresh_schedule": "100"}, "paper": "30x stale MIPS 28.7 / 15.1: lower"},
-    "never-refreshed": {"change": {"refresh_schedule": "0"}, "paper": "(stale without end): lower"},
+    "full": {"change": {}, "paper": {"row": "REALM", "figures": "38.2 / 38.5"}},
+    "control": {"change": {"frozen": True}, "paper": {
+        "row": "baseline retriever, no REALM (ORQA)", "figures": "31.3 / 13.9", "em": "lower", "recall": "lower"}},
+    "random-token-masks": {"change": {"masking": "random_token"}, "paper": {
+        "row": "random uniform masks", "figures": "32.3 / 24.2", "em": "lower", "recall": "lower"}},
+    "random-span-masks": {"change": {"masking": "random_span"}, "paper": {
+        "row": "random span masks", "figures": "35.3 / 26.1", "em": "lower", "recall": "lower"}},
+    "stale-10x": {"change": {"refresh_schedule": "100"}, "paper": {
+        "row": "30x stale MIPS", "figures": "28.7 / 15.1", "em": "lower", "recall": "lower"}},
+    "never-refreshed": {"change": {"refresh_schedule": "0"}, "paper": None},
     "no-null-document": {"change": {"use_null_document": False}, "paper": None},
     "no-ict": {"change": {"ict": False}, "paper": None},
     "no-reading-warmup": {"change": {"warmup": False}, "paper": None},
@@ -55,10 +63,10 @@ ROWS: dict[str, dict] = {
     "k8": {"change": {"num_candidates": 8}, "paper": None},
     "compressed-index": {"change": {"index_type": "compressed"}, "paper": None},
     # evaluation only: models the rows above trained, paired anew
-    "realm-retriever+start-encoder": {
-        "change": {"pair": ("full", "warmup")}, "paper": "REALM retriever + baseline encoder 37.4 / 38.5: about equal"},
-    "start-retriever+realm-encoder": {
-        "change": {"pair": ("start", "full")}, "paper": "baseline retriever + REALM encoder 35.3 / 13.9: lower"},
+    "realm-retriever+start-encoder": {"change": {"pair": ("full", "warmup")}, "paper": {
+        "row": "REALM retriever + baseline encoder", "figures": "37.4 / 38.5", "em": "lower", "recall": "about equal"}},
+    "start-retriever+realm-encoder": {"change": {"pair": ("start", "full")}, "paper": {
+        "row": "baseline retriever + REALM encoder", "figures": "35.3 / 13.9", "em": "lower", "recall": "lower"}},
 }
 METRICS = ("gold_top1", "gold_posterior_mass", "mlm_accuracy_with_retrieval", "mlm_accuracy_null_document")
 
@@ -130,18 +138,67 @@ def summarize(results: dict) -> dict:
     return table
 
 
+def compare(metric: str, summary: dict, full: dict) -> str | None:
+    """'lower', 'higher' or 'about equal': the row's mean against full REALM's, beyond the larger spread (of either,
+    at least 1 % of full's value)."""
+    if metric not in summary or metric not in full:
+        return None
+    gap = full[metric]["mean"] - summary[metric]["mean"]
+    spread = max(summary[metric]["std"], full[metric]["std"], 0.01 * abs(full[metric]["mean"]))
+    return "lower" if gap > spread else ("higher" if gap < -spread else "about equal")
+
+
 def direction(row: str, summary: dict, full: dict) -> str:
-    """Whether the row is below full REALM by more than the spread (the paper's rows are all below or equal)."""
-    paper = ROWS[row]["paper"]
-    if row == "full" or "gold_top1" not in summary or "gold_top1" not in full:
+    """How the row compares with full REALM on gold top-1 (~ the paper's Recall@5) and MLM accuracy with retrieval
+    (~ its EM), and whether that is the paper's direction."""
+    if row == "full":
         return ""
-    gap = full["gold_top1"]["mean"] - summary["gold_top1"]["mean"]
-    spread = max(summary["gold_top1"]["std"], full["gold_top1"]["std"], 0.01)
-    found = "lower" if gap > spread else ("higher" if gap < -spread else "about equal")
+    found = {"recall": compare("gold_top1", summary, full), "em": compare("mlm_accuracy_with_retrieval", summary, full)}
+    words = f"top-1 {found['recall']}, MLM {found['em']}"
+    paper = ROWS[row]["paper"]
     if paper is None:
-        return found
-    expected = paper.rsplit(": ", 1)[-1]
-    return f"{found} ({'as the paper' if expected == found else 'paper: ' + expected})"
+        return words
+    agree = [found[key] == paper[key] for key in ("recall", "em")]
+    verdict = "as the paper" if all(agree) else (
+        "paper: " + ", ".join(f"{name} {paper[key]}" for key, name in (("recall", "R@5"), ("em", "EM"))))
+    return f"{words} ({verdict})"
+
+
+def check_same_recipe(results: dict, recipe: dict, source: str) -> None:
+    """Refuse to mix rows of different recipes (e.g. another --steps) in one table."""
+    if results.get("recipe") not in (None, recipe):
+        changed = sorted(k for k in {**results["recipe"], **recipe} if results["recipe"].get(k) != recipe.get(k))
+        raise SystemExit(
+            f"error: {source} holds rows of another recipe (differs in {changed}); pass another --output, or the "
+            "same recipe settings, so that every row of a table ran the same recipe."
+        )
+
+
+def merge(paths: list[str]) -> dict:
+    """The rows of several result files (e.g. seeds run side by side) in one; the recipes must be the same and a
+    (row, seed) pair may appear in one file only."""
+    merged: dict = {"rows": {}}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
+        if "recipe" in merged:
+            check_same_recipe(results, merged["recipe"], path)
+        for key in ("machine", "task", "recipe"):
+            merged.setdefault(key, results[key])
+        for row, per_seed in results["rows"].items():
+            twice = set(per_seed) & set(merged["rows"].get(row, {}))
+            if twice:
+                raise SystemExit(f"error: row {row!r}, seeds {sorted(twice)} appear in {path} and an earlier file.")
+            merged["rows"].setdefault(row, {}).update(per_seed)
+    return merged
+
+
+def staleness(per_seed: dict) -> str:
+    """Mean (max) steps the training index lagged the retriever, over seeds ('' for the evaluation-only rows)."""
+    lags = [run["index_staleness"] for run in per_seed.values() if run.get("index_staleness")]
+    if not lags:
+        return ""
+    return f"{statistics.fmean(lag['mean'] for lag in lags):.0f} ({max(lag['max'] for lag in lags):.0f})"
 
 
 def write_markdown(results: dict, path: str) -> None:
@@ -155,9 +212,9 @@ def write_markdown(results: dict, path: str) -> None:
         f"{results['recipe']['steps']} steps), same training seeds; mean ± standard deviation over seeds. Figures "
         "are on held-out sentences that no choice looked at (the 'report' half).",
         "",
-        "| row | seeds | gold top-1 | gold posterior | MLM acc. with retrieval | MLM acc. ∅ only | vs full (top-1) "
-        "| paper (NQ EM / zero-shot R@5) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| row | seeds | gold top-1 | gold posterior | MLM acc. with retrieval | MLM acc. ∅ only | index lag, steps "
+        "mean (max) | vs full | paper: row, NQ EM / zero-shot R@5 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in ROWS:
         summary = table.get(row)
@@ -169,12 +226,21 @@ def write_markdown(results: dict, path: str) -> None:
             return "" if s is None else f"{s['mean']:.3f} ± {s['std']:.3f}"
 
         seeds = max((s["seeds"] for s in summary.values()), default=0)
+        paper = ROWS[row]["paper"]
         lines.append(
             f"| {row} | {seeds} | {cell('gold_top1')} | {cell('gold_posterior_mass')} | "
             f"{cell('mlm_accuracy_with_retrieval')} | {cell('mlm_accuracy_null_document')} | "
-            f"{direction(row, summary, full)} | {ROWS[row]['paper'] or ''} |"
+            f"{staleness(results['rows'][row])} | {direction(row, summary, full)} | "
+            f"{paper['row'] + ', ' + paper['figures'] if paper else ''} |"
         )
-    lines += ["", "MLM accuracies are percent of masked wordpieces.", ""]
+    lines += [
+        "",
+        "MLM accuracies are percent of masked wordpieces. 'vs full': below, above or within the larger spread of full "
+        "REALM (at least 1 %), gold top-1 standing for the paper's Recall@5 and MLM accuracy with retrieval for its "
+        "EM. The index lag is how many steps the searched index was behind the retriever (refresh every 10 steps, "
+        "built in a background thread: the build time adds to the schedule).",
+        "",
+    ]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
 
@@ -211,6 +277,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--set", action="append", default=[], help="Override a recipe value: KEY=VALUE (JSON).")
     parser.add_argument("--output", default=os.path.join(RESULTS, "ablations"), help="Prefix of .json/.md/.png.")
     parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                        help="Only merge these result files (e.g. seeds run side by side) into --output.")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     # OMP_NUM_THREADS=1 lets seeds run side by side, one process per core (the tiny models scale poorly over threads)
@@ -226,10 +294,15 @@ def main(argv: list[str] | None = None) -> dict:
     if any("pair" in ROWS[row]["change"] for row in rows) and "full" not in rows:
         rows.insert(0, "full")  # the swaps pair models the full recipe trained
 
+    if args.merge:
+        results = merge(args.merge)
+        write_all(results, args.output)
+        return results
     results = {"rows": {}}
     if os.path.isfile(args.output + ".json"):
         with open(args.output + ".json", encoding="utf-8") as f:
             results = json.load(f)
+        check_same_recipe(results, recipe, args.output + ".json")
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-ablations-")
     task = make_hard_knowledge_task(args.num_entities, seed=0)
     paths = write_task_files(task, work)
@@ -268,12 +341,19 @@ def main(argv: list[str] | None = None) -> dict:
             figures = run_row(row, seeded, paths, eval_examples, tagger, seed_work, start, seed, args.eval_every)
             results["rows"].setdefault(row, {})[str(seed)] = {**figures, "warm_start_seconds": start["seconds"]}
             print(f"seed {seed} {row}: {figures['after']} ({figures['seconds']:.0f} s)", flush=True)
-            os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
-            with open(args.output + ".json", "w", encoding="utf-8") as f:
-                json.dump(results, f, indent=1)
-            write_markdown(results, args.output + ".md")
+            write_all(results, args.output, with_plot=False)
     plot(results, args.output + ".png")
     return results
+
+
+def write_all(results: dict, output: str, with_plot: bool = True) -> None:
+    """`output`.json, .md and (`with_plot`) .png."""
+    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
+    with open(output + ".json", "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    write_markdown(results, output + ".md")
+    if with_plot:
+        plot(results, output + ".png")
 
 
 if __name__ == "__main__":

@@ -40,3 +40,36 @@ def test_the_ablation_benchmark_runs_every_kind_of_row_and_resumes(tmp_path):
     again = bench_ablations.main([*arguments, "--rows", rows + ",random-span-masks"])
     assert set(again["rows"]) == set(before["rows"]) | {"random-span-masks"}
     assert again["rows"]["control"] == before["rows"]["control"]
+    assert "index_staleness" in again["rows"]["random-span-masks"]["0"]
+
+    # another recipe in the same output is refused before anything runs
+    with pytest.raises(SystemExit, match="steps"):
+        bench_ablations.main([*arguments[:-4], "--set", "steps=3", "--output", str(tmp_path / "ablations"),
+                              "--work-dir", str(tmp_path / "other-work"), "--rows", "full"])
+    assert not (tmp_path / "other-work" / "seed-0").exists()
+
+    # seeds run side by side merge into one table; a (row, seed) pair twice is refused
+    seed_one = {**again, "rows": {row: {"1": runs["0"]} for row, runs in again["rows"].items()}}
+    (tmp_path / "seed1.json").write_text(json.dumps(seed_one))
+    merged = bench_ablations.main(["--merge", str(tmp_path / "ablations.json"), str(tmp_path / "seed1.json"),
+                                   "--output", str(tmp_path / "merged")])
+    assert all(set(runs) == {"0", "1"} for runs in merged["rows"].values())
+    assert "| full | 2 |" in (tmp_path / "merged.md").read_text()
+    with pytest.raises(SystemExit, match="seeds"):
+        bench_ablations.main(["--merge", str(tmp_path / "seed1.json"), str(tmp_path / "seed1.json"),
+                              "--output", str(tmp_path / "twice")])
+
+
+def test_rows_are_compared_with_full_beyond_the_spread_and_against_the_papers_direction():
+    def summary(top1, top1_std, mlm, mlm_std):
+        return {"gold_top1": {"mean": top1, "std": top1_std}, "mlm_accuracy_with_retrieval": {"mean": mlm, "std": mlm_std}}
+
+    full = summary(0.80, 0.02, 20.0, 0.5)
+    assert bench_ablations.direction("stale-10x", summary(0.60, 0.05, 15.0, 1.0), full) == (
+        "top-1 lower, MLM lower (as the paper)")
+    # within the spread on top-1: about equal, which is the paper's Recall@5 for this swap; its EM fell
+    assert bench_ablations.direction("realm-retriever+start-encoder", summary(0.79, 0.0, 12.0, 1.0), full) == (
+        "top-1 about equal, MLM lower (as the paper)")
+    assert bench_ablations.direction("random-span-masks", summary(0.90, 0.01, 20.2, 0.3), full) == (
+        "top-1 higher, MLM about equal (paper: R@5 lower, EM lower)")
+    assert bench_ablations.direction("k8", summary(0.5, 0.0, 10.0, 0.0), full) == "top-1 lower, MLM lower"
