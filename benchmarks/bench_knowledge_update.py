@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
     recipe = hard_task_recipe(args.set)
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-knowledge-update-")
     began = time.time()
