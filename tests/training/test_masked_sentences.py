@@ -121,6 +121,13 @@ def test_the_checksum_of_the_blocks_follows_their_wordpieces(tokenizer, blocks):
     ids = rows["input_ids"]
     moved = datasets.Dataset.from_dict({"input_ids": [ids[0] + ids[1][:1], ids[1][1:]]})
     assert blocks_checksum(moved) != blocks_checksum(datasets.Dataset.from_dict({"input_ids": ids}))
+    # a view through an indices mapping (shuffle, a non-contiguous select) is the blocks it shows, in its order
+    shuffled = blocks.shuffle(seed=0)
+    assert blocks_checksum(shuffled) != blocks_checksum(blocks)
+    assert blocks_checksum(shuffled) == blocks_checksum(shuffled.flatten_indices())
+    every_other = blocks.select(range(0, len(blocks), 2))
+    assert blocks_checksum(every_other) == blocks_checksum(
+        datasets.Dataset.from_dict({"input_ids": every_other["input_ids"]}))
 
 
 def test_mask_again_with_the_same_settings_keeps_the_directory(masked, tmp_path, capsys):

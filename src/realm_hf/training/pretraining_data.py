@@ -47,6 +47,8 @@ class PretrainingData:
 
 def blocks_checksum(blocks: datasets.Dataset) -> str:
     """xxh64 of every block's wordpieces in order: equal iff the block ids mean the same text."""
+    if blocks._indices is not None:  # a select/shuffle view: hash the rows it shows, not the table underneath
+        blocks = blocks.select_columns(["input_ids"]).flatten_indices()
     rows = RaggedRows.from_arrow(blocks.data.column("input_ids"))  # one row per block
     digest = xxhash.xxh64()
     digest.update(rows.offsets.tobytes())  # [N + 1] int64
