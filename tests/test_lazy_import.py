@@ -98,6 +98,9 @@ def model_dir(tmp_path_factory) -> str:
         # realm_hf imported first, then transformers' pipelines, then a name of realm_hf.pipelines (the task's)
         ("from realm_hf import RealmForOpenQA; from transformers import pipeline; "
          "from realm_hf.pipelines import OPEN_QA_TASK", True),
+        # realm_hf imported first without a model name, then the pipelines: the task's registration must make
+        # AutoConfig know the model types too, or pipeline(OPEN_QA_TASK, model=<directory>) cannot load a model
+        ("import realm_hf.corpus; from transformers import pipeline; from realm_hf.pipelines import OPEN_QA_TASK", True),
     ],
 )
 def test_auto_classes_and_pipelines_registered(model_dir, first, tasks):

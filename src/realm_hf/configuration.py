@@ -302,3 +302,15 @@ class RealmForOpenQAConfig(PreTrainedConfig):
     def validate_realm_open_qa(self):
         """Part of `@strict` validation: REALM-specific values."""
         _check_positive("top_k", self.top_k)
+
+
+REALM_CONFIGS = (RealmRetrieverConfig, RealmKnowledgeEncoderConfig, RealmReaderConfig, RealmForOpenQAConfig)
+
+
+def register_configs() -> None:
+    """Register the REALM configs with transformers' `AutoConfig` (idempotent), so that `AutoConfig` and
+    `transformers.pipeline(...)` resolve the `model_type` of a saved REALM model."""
+    from transformers import AutoConfig
+
+    for config_class in REALM_CONFIGS:
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)

@@ -19,12 +19,6 @@ __all__ = ["register_auto_classes", "register_what_is_loaded"]
 PACKAGE = __name__.rpartition(".")[0]
 logger = logging.getLogger(__name__)
 
-_AUTO_CLASSES = (
-    ("RealmRetrieverConfig", "RealmRetriever"),
-    ("RealmKnowledgeEncoderConfig", "RealmKnowledgeEncoder"),
-    ("RealmReaderConfig", "RealmReader"),
-    ("RealmForOpenQAConfig", "RealmForOpenQA"),
-)
 _LOADED_WHEN = {
     "configs": [
         ("transformers.models.auto.configuration_auto", "AutoConfig"),
@@ -50,19 +44,9 @@ def _register(part: str) -> None:
 
         register_pipelines()
     elif part == "configs":
-        from transformers import AutoConfig
-
-        configuration = importlib.import_module(f"{PACKAGE}.configuration")
-        for config_name, _ in _AUTO_CLASSES:
-            config_class = getattr(configuration, config_name)
-            AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        importlib.import_module(f"{PACKAGE}.configuration").register_configs()
     else:
-        from transformers import AutoModel
-
-        configuration = importlib.import_module(f"{PACKAGE}.configuration")
-        modeling = importlib.import_module(f"{PACKAGE}.modeling")
-        for config_name, model_name in _AUTO_CLASSES:
-            AutoModel.register(getattr(configuration, config_name), getattr(modeling, model_name), exist_ok=True)
+        importlib.import_module(f"{PACKAGE}.modeling.auto").register_models()
     _registered.add(part)
 
 

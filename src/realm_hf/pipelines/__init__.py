@@ -55,16 +55,19 @@ def __getattr__(name: str) -> object:
 
 def register_pipelines() -> None:
     """Register the REALM tasks with transformers (idempotent: a task already bound to our class is left alone), the
-    short task name `"realm-open-qa"`, and the retrieval-augmented masked LM with `AutoModelForMaskedLM`."""
+    short task name `"realm-open-qa"`, the REALM configs and models with `AutoConfig` / `AutoModel` (a task loads a
+    model directory by its `model_type`) and the retrieval-augmented masked LM with `AutoModelForMaskedLM`."""
     from transformers import AutoModelForMaskedLM
     from transformers.pipelines import PIPELINE_REGISTRY
 
     from ..configuration import RealmKnowledgeEncoderConfig
     from ..modeling import RealmForOpenQA
+    from ..modeling.auto import register_models
     from .fill_mask import FILL_MASK_TASK, RealmFillMaskPipeline
     from .masked_lm import RealmPretrainingEncoder, RealmRetrievalAugmentedMaskedLM
     from .open_qa import OPEN_QA_TASK, OPEN_QA_TASK_ALIAS, OpenDomainQuestionAnsweringPipeline, add_question_answering_hint
 
+    register_models()  # a task loads a model directory by its model_type: AutoConfig must know it
     for task, pipeline_class, model_class in (
         (OPEN_QA_TASK, OpenDomainQuestionAnsweringPipeline, RealmForOpenQA),
         (FILL_MASK_TASK, RealmFillMaskPipeline, RealmPretrainingEncoder),
