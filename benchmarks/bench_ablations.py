@@ -123,11 +123,12 @@ def summarize(results: dict) -> dict:
     for row, per_seed in results["rows"].items():
         figures = {}
         for metric in METRICS:
-            values = [run["after"][metric] for run in per_seed.values() if metric in run["after"]]
+            values = [per_seed[seed]["after"][metric] for seed in sorted(per_seed, key=int)
+                      if metric in per_seed[seed]["after"]]
             if values:
                 figures[metric] = {
                     "mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                    "seeds": len(values),
+                    "seeds": len(values), "values": values,
                 }
         table[row] = figures
     for row, figures in table.items():
@@ -193,9 +194,23 @@ def merge(paths: list[str]) -> dict:
     return merged
 
 
+def trained_runs(per_seed: dict) -> list[dict]:
+    """The runs of a row in which the retriever learned (not the frozen control, not the evaluation-only swaps)."""
+    return [run for run in per_seed.values() if run.get("curve") and run.get("index_staleness")
+            and "never learned" not in run.get("retriever_learning_summary", "")]
+
+
+def fell(per_seed: dict) -> str:
+    """Seeds whose retriever ended below where it started (gold top-1), of those that trained it: '1 of 3'."""
+    curves = [run["curve"] for run in trained_runs(per_seed)]
+    if not curves:
+        return ""
+    return f"{sum(curve[-1]['gold_top1'] < curve[0]['gold_top1'] for curve in curves)} of {len(curves)}"
+
+
 def staleness(per_seed: dict) -> str:
-    """Mean (max) steps the training index lagged the retriever, over seeds ('' for the evaluation-only rows)."""
-    lags = [run["index_staleness"] for run in per_seed.values() if run.get("index_staleness")]
+    """Mean (max) steps the training index lagged the retriever, over the seeds that trained it."""
+    lags = [run["index_staleness"] for run in trained_runs(per_seed)]
     if not lags:
         return ""
     return f"{statistics.fmean(lag['mean'] for lag in lags):.0f} ({max(lag['max'] for lag in lags):.0f})"
@@ -212,9 +227,9 @@ def write_markdown(results: dict, path: str) -> None:
         f"{results['recipe']['steps']} steps), same training seeds; mean ± standard deviation over seeds. Figures "
         "are on held-out sentences that no choice looked at (the 'report' half).",
         "",
-        "| row | seeds | gold top-1 | gold posterior | MLM acc. with retrieval | MLM acc. ∅ only | index lag, steps "
-        "mean (max) | vs full | paper: row, NQ EM / zero-shot R@5 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| row | seeds | gold top-1 (per seed) | gold posterior | MLM acc. with retrieval | MLM acc. ∅ only | "
+        "retriever fell | index lag, steps mean (max) | vs full | paper: row, NQ EM / zero-shot R@5 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in ROWS:
         summary = table.get(row)
@@ -227,15 +242,18 @@ def write_markdown(results: dict, path: str) -> None:
 
         seeds = max((s["seeds"] for s in summary.values()), default=0)
         paper = ROWS[row]["paper"]
+        top1 = summary.get("gold_top1")
+        per_seed = f" ({', '.join(f'{v:.2f}' for v in top1['values'])})" if top1 and top1["seeds"] > 1 else ""
         lines.append(
-            f"| {row} | {seeds} | {cell('gold_top1')} | {cell('gold_posterior_mass')} | "
+            f"| {row} | {seeds} | {cell('gold_top1')}{per_seed} | {cell('gold_posterior_mass')} | "
             f"{cell('mlm_accuracy_with_retrieval')} | {cell('mlm_accuracy_null_document')} | "
-            f"{staleness(results['rows'][row])} | {direction(row, summary, full)} | "
+            f"{fell(results['rows'][row])} | {staleness(results['rows'][row])} | {direction(row, summary, full)} | "
             f"{paper['row'] + ', ' + paper['figures'] if paper else ''} |"
         )
     lines += [
         "",
-        "MLM accuracies are percent of masked wordpieces. 'vs full': below, above or within the larger spread of full "
+        "MLM accuracies are percent of masked wordpieces. 'Retriever fell': seeds whose retriever ended with a lower "
+        "gold top-1 than it started with (a collapse). 'vs full': below, above or within the larger spread of full "
         "REALM (at least 1 %), gold top-1 standing for the paper's Recall@5 and MLM accuracy with retrieval for its "
         "EM. The index lag is how many steps the searched index was behind the retriever (refresh every 10 steps, "
         "built in a background thread: the build time adds to the schedule).",

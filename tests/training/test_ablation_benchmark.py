@@ -73,3 +73,15 @@ def test_rows_are_compared_with_full_beyond_the_spread_and_against_the_papers_di
     assert bench_ablations.direction("random-span-masks", summary(0.90, 0.01, 20.2, 0.3), full) == (
         "top-1 higher, MLM about equal (paper: R@5 lower, EM lower)")
     assert bench_ablations.direction("k8", summary(0.5, 0.0, 10.0, 0.0), full) == "top-1 lower, MLM lower"
+
+
+def test_a_collapse_and_the_index_lag_are_counted_over_the_seeds_that_trained_the_retriever():
+    def run(start, end, lag, summary="The retriever learned in 200 of 200 steps."):
+        return {"curve": [{"gold_top1": start}, {"gold_top1": end}], "index_staleness": {"mean": lag, "max": 2 * lag},
+                "retriever_learning_summary": summary}
+
+    per_seed = {"0": run(0.1, 0.9, 20), "1": run(0.2, 0.0, 30), "2": run(0.1, 0.8, 40)}
+    assert bench_ablations.fell(per_seed) == "1 of 3"
+    assert bench_ablations.staleness(per_seed) == "30 (80)"
+    frozen = {"0": run(0.1, 0.1, 100, "The retriever never learned in 200 steps: ...")}
+    assert bench_ablations.fell(frozen) == "" and bench_ablations.staleness(frozen) == ""
