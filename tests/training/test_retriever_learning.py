@@ -59,7 +59,13 @@ def test_without_a_gate_the_retriever_learns_at_every_step(tmp_path, caplog):
     log_lines = [r.getMessage() for r in records if r.getMessage().startswith("step ")]
     assert len(log_lines) == 3 and all(line.endswith("| retriever: learning") for line in log_lines)
     assert _record(tmp_path) == {"steps_learning": 3, "steps_total": 3, "gate_opened_at_step": None,
-                                 "reason_frozen": None, "highest_gate_utility": None}
+                                 "reason_frozen": None, "highest_gate_utility": None,
+                                 "retrieval_diversity_start": None, "retrieval_diversity_end": None,
+                                 "retrieval_collapsed_at_step": None}
+    # each step logs its retrieval diversity: distinct blocks among the batch's retrieved ones
+    history = json.loads((tmp_path / "history.json").read_text())
+    diversity = [r["retrieved_distinct"] for r in history if "retrieved_distinct" in r]
+    assert len(diversity) == 3 and all(0 < d <= 1 for d in diversity)
 
 
 def test_freeze_steps_are_counted_and_a_resumed_run_counts_on(tmp_path, caplog):
@@ -72,7 +78,8 @@ def test_freeze_steps_are_counted_and_a_resumed_run_counts_on(tmp_path, caplog):
     assert [r["retriever_learning"] for r in trainer.history if "retriever_learning" in r] == [0.0, 1.0, 1.0, 1.0]
     assert "The retriever learned in 3 of 4 steps; frozen until step 1 by retriever_freeze_steps." in caplog.text
     expected = {"steps_learning": 3, "steps_total": 4, "gate_opened_at_step": None,
-                "reason_frozen": "retriever_freeze_steps", "highest_gate_utility": None}
+                "reason_frozen": "retriever_freeze_steps", "highest_gate_utility": None,
+                "retrieval_diversity_start": None, "retrieval_diversity_end": None, "retrieval_collapsed_at_step": None}
     assert _record(tmp_path) == expected
     assert _record(tmp_path / "checkpoint-2") == dict(expected, steps_learning=1, steps_total=2)
 
@@ -131,3 +138,47 @@ def test_a_reading_warm_up_alone_is_told_as_such_not_warned_about():
     for step in range(1, 11):
         frozen.record_step(step, learning=False)
     assert frozen.summary()[0] == logging.WARNING
+
+
+def _learn(tracker, diversities, start_step=1):
+    lines = []
+    for step, diversity in enumerate(diversities, start=start_step):
+        tracker.record_step(step, learning=True)
+        lines.append(tracker.observe_retrieval(step, diversity))
+    return [line for line in lines if line]
+
+
+def test_a_collapsing_retrieval_is_warned_about_once_and_summed_up_as_a_warning():
+    """The hard task's collapsed seed: the queries of a batch end up retrieving the same few blocks."""
+    tracker = RetrieverLearningTracker()
+    warnings = _learn(tracker, [0.9] * 30 + [0.5] * 10 + [0.1] * 40)
+    assert len(warnings) == 1 and warnings[0].startswith("The retrieval collapsed after step ")
+    assert "--retriever_learning_rate" in warnings[0]
+    assert tracker.diversity_start == pytest.approx(0.9) and tracker.diversity_end == pytest.approx(0.1)
+    level, message = tracker.summary()
+    assert level == logging.WARNING
+    assert message.startswith("The retriever learned in 80 of 80 steps. The retrieval collapsed after step ")
+    assert "(and it still is)" in message
+    state = tracker.state_dict()
+    again = RetrieverLearningTracker()
+    again.load_state_dict(state)
+    assert again.summary() == (level, message)
+
+
+@pytest.mark.parametrize("diversities", [
+    [0.9] * 80,                 # diverse throughout
+    [0.3] * 80,                 # a small corpus: few distinct blocks from the start, not a fall
+    [0.9] * 20 + [0.5] * 60,    # fell, but stays above COLLAPSE_DIVERSITY
+])
+def test_a_steady_or_merely_narrower_retrieval_is_not_called_collapsed(diversities):
+    tracker = RetrieverLearningTracker()
+    assert _learn(tracker, diversities) == []
+    assert tracker.summary() == (logging.INFO, "The retriever learned in 80 of 80 steps.")
+
+
+def test_retrieval_diversity_counts_only_while_the_retriever_learns():
+    tracker = RetrieverLearningTracker(freeze_steps=50)
+    for step in range(1, 51):
+        tracker.record_step(step, learning=False)
+        assert tracker.observe_retrieval(step, 0.01) is None
+    assert tracker.diversity_start is None

@@ -129,6 +129,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         )
         self.utility_window: list[float] = []  # per-step mean reading utility of the top block, while the gate waits
         self._step_utilities: list[float] = []  # this step's micro-batches
+        self._step_diversity: list[float] = []  # retrieval diversity of this step's micro-batches
+        self.last_retrieved_ids: torch.Tensor | None = None  # [B, k-1] of the latest search
         self._answer_finder: CorpusAnswerFinder | None = None  # built at the first evaluation that needs it
         self.tokenizer = AutoTokenizer.from_pretrained(pretraining_tokenizer_path(model_args))
         retriever, encoder = load_models(
@@ -245,6 +247,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
         gate_logs = self._update_utility_gate(step)
         self.retriever_learning.record_step(step, self.retriever_learns(step - 1))
+        diversity, self._step_diversity = self._step_diversity, []
+        collapse = self.retriever_learning.observe_retrieval(step, sum(diversity) / len(diversity)) if diversity else None
+        if collapse is not None and self.accelerator.is_main_process:
+            logger.warning(collapse)
         # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate); none
         # is requested at the last step (the final rebuild replaces it), where a finished one is still swapped in
         last = step >= self.args.max_steps
@@ -317,6 +323,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             return self._collate(examples, block_ids, index, self.reading_collator)
         query_embeds = self.embed_sentences(examples)  # [B, D]
         _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=exclude)  # [B, k-1]
+        self.last_retrieved_ids = block_ids
         return self._collate(examples, block_ids, index, self.collator)
 
     def _collate(
@@ -346,7 +353,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             return []
         return list(self.retriever.parameters())
 
-    def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
         reading_warmup = self.step < self.pretraining_args.reading_warmup_steps
         batch, null_index = self.retrieve_and_collate(examples, include_source_block=reading_warmup)
         # while the retriever is frozen its backward pass is work for nothing; several processes run it anyway (DDP
@@ -356,6 +363,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup
         )
         logs = self._retrieval_logs(out, null_index)
+        if not reading_warmup:  # distinct blocks among the retrieved: 1/B when every query retrieves the same ones
+            diversity = self.last_retrieved_ids.unique().numel() / max(1, self.last_retrieved_ids.numel())
+            self._step_diversity.append(diversity)
+            logs["retrieved_distinct"] = diversity
         if "ru_top" in logs and self._gate_waiting():
             self._step_utilities.append(float(logs["ru_top"]))  # the gate decides between steps: read it now
         return out.loss, logs
