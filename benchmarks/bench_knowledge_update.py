@@ -164,10 +164,13 @@ def main(argv: list[str] | None = None) -> dict:
         "| sentences, index | gold top-1 | MLM acc. with retrieval | MLM acc. ∅ only | MLM acc. gold block only |",
         "|---|---|---|---|---|",
     ]
+    def cell(value: float | None, digits: int) -> str:
+        return "—" if value is None else f"{value:.{digits}f}"  # no gold block in the index: no top-1, no gold reading
+
     for name, f in figures.items():
         lines.append(
-            f"| {name} | {f.get('gold_top1', float('nan')):.3f} | {f.get('mlm_accuracy_with_retrieval', 0):.1f} | "
-            f"{f.get('mlm_accuracy_null_document', 0):.1f} | {f.get('mlm_accuracy_gold_document', float('nan')):.1f} |"
+            f"| {name} | {cell(f.get('gold_top1'), 3)} | {cell(f.get('mlm_accuracy_with_retrieval'), 1)} | "
+            f"{cell(f.get('mlm_accuracy_null_document'), 1)} | {cell(f.get('mlm_accuracy_gold_document'), 1)} |"
         )
     lines += ["", "MLM accuracies are percent of masked wordpieces; gold top-1 is over the whole index.", ""]
     with open(args.output + ".md", "w", encoding="utf-8") as f:
