@@ -85,3 +85,30 @@ def test_a_collapse_and_the_index_lag_are_counted_over_the_seeds_that_trained_th
     assert bench_ablations.staleness(per_seed) == "30 (80)"
     frozen = {"0": run(0.1, 0.1, 100, "The retriever never learned in 200 steps: ...")}
     assert bench_ablations.fell(frozen) == "" and bench_ablations.staleness(frozen) == ""
+
+
+def test_rows_and_full_sharing_seeds_are_compared_seed_by_seed():
+    """A seed that is bad for every row (the same start) moves both sides alike: paired differences see through it."""
+    def summary(values):
+        import statistics
+        by_seed = {str(seed): value for seed, value in enumerate(values)}
+        return {"gold_top1": {"mean": statistics.fmean(values), "std": statistics.stdev(values), "by_seed": by_seed}}
+
+    full = summary([0.88, 0.10, 0.86])
+    assert bench_ablations.compare("gold_top1", summary([0.81, 0.05, 0.83]), full) == "lower"
+    assert bench_ablations.compare("gold_top1", summary([0.89, 0.10, 0.85]), full) == "about equal"
+    # unpaired, the bad seed's spread would hide the difference
+    unpaired = {"gold_top1": {k: v for k, v in summary([0.81, 0.05, 0.83])["gold_top1"].items() if k != "by_seed"}}
+    assert bench_ablations.compare("gold_top1", unpaired, full) == "about equal"
+    # a seed where full REALM collapsed (0.0: nothing to take away) ties every row there: left out when asked
+    collapsed = summary([0.88, 0.00, 0.86])
+    row = summary([0.81, 0.00, 0.83])
+    assert bench_ablations.compare("gold_top1", row, collapsed) == "about equal"
+    assert bench_ablations.compare("gold_top1", row, collapsed, seeds={"0", "2"}) == "lower"
+
+
+def test_the_seeds_with_a_working_full_recipe_are_those_whose_retriever_did_not_fall():
+    def run(start, end):
+        return {"curve": [{"gold_top1": start}, {"gold_top1": end}]}
+
+    assert bench_ablations.working_seeds({"0": run(0.1, 0.9), "1": run(0.2, 0.0), "2": run(0.1, 0.1)}) == {"0", "2"}
