@@ -67,8 +67,9 @@ def first_blocks(index) -> list[dict]:
     return articles
 
 
-def ask(pipe, probes: list[dict], article_of_block: dict[int, str], batch_size: int) -> dict:
-    """Exact match, answers read from the probe's own article, and where its first block ranks among the retrieved."""
+def ask(pipe, probes: list[dict], article_of_block: dict[int, str], batch_size: int) -> tuple[dict, list[dict]]:
+    """Exact match, answers read from the probe's own article, and where its first block ranks among the retrieved;
+    and the answers."""
     answers = pipe([p["question"] for p in probes], batch_size=batch_size)
     right = own = 0
     ranks = []
@@ -82,7 +83,7 @@ def ask(pipe, probes: list[dict], article_of_block: dict[int, str], batch_size: 
         "exact_match": right / n, "answered_from_own_article": own / n,
         "own_article_retrieved": sum(r is not None for r in ranks) / n,
         "own_article_first": sum(r == 1 for r in ranks) / n, "probes": n,
-    }
+    }, answers
 
 
 def article_ids_of_blocks(index) -> dict[int, str]:
@@ -138,8 +139,9 @@ def main(argv: list[str] | None = None) -> dict:
     query_length = retriever.config.query_max_length
     index_blocks = index.num_blocks
 
-    indexed = sample_probes(first_blocks(index), pipe.tokenizer, args.num_probes, args.seed, query_length)
-    indexed_titles = {p["answer"].lower() for p in indexed} | {a["title"].lower() for a in first_blocks(index)}
+    indexed_articles = first_blocks(index)
+    indexed = sample_probes(indexed_articles, pipe.tokenizer, args.num_probes, args.seed, query_length)
+    indexed_titles = {a["title"].lower() for a in indexed_articles}
     # new articles: not already indexed under their title
     candidates = [a for a in load_articles(args.new_articles) if (a["title"] or "").lower() not in indexed_titles]
     new = sample_probes(candidates, pipe.tokenizer, args.num_probes, args.seed, query_length)
@@ -150,15 +152,14 @@ def main(argv: list[str] | None = None) -> dict:
     results: dict = {
         "machine": f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}", "model": args.model,
         "new_articles": args.new_articles, "probes": args.num_probes, "seed": args.seed, "index_blocks": index_blocks,
-        "new": {"before": ask(pipe, new, articles, args.batch_size)},
-        "indexed": {"before": ask(pipe, indexed, articles, args.batch_size)},
+        "new": {"before": ask(pipe, new, articles, args.batch_size)[0]},
+        "indexed": {"before": ask(pipe, indexed, articles, args.batch_size)[0]},
     }
     began = time.time()
     new_ids = add_articles_to_index(index, pipe.model, pipe.tokenizer, [p["article"] for p in new])
     results["new"].update(added_articles=len(new), added_blocks=len(new_ids), add_seconds=time.time() - began)
     articles = article_ids_of_blocks(index)
-    results["new"]["after"] = ask(pipe, new, articles, args.batch_size)
-    answers = pipe([p["question"] for p in new[:5]], batch_size=args.batch_size)
+    results["new"]["after"], answers = ask(pipe, new, articles, args.batch_size)
     results["examples"] = [
         {"question": p["question"], "answer": a["answer"], "expected": p["answer"]} for p, a in zip(new[:5], answers)
     ]
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
     block_ids = np.array([b for b, a in articles.items() if a in removed], dtype=np.int64)
     index.remove(block_ids)
     results["indexed"]["removed_blocks"] = len(block_ids)
-    results["indexed"]["after_removal"] = ask(pipe, indexed, article_ids_of_blocks(index), args.batch_size)
+    results["indexed"]["after_removal"] = ask(pipe, indexed, article_ids_of_blocks(index), args.batch_size)[0]
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
     with open(args.output + ".json", "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
