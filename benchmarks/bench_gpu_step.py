@@ -81,6 +81,9 @@ if importlib.util.find_spec("realm_hf") is None:  # a checkout without `pip inst
 
 from bench_models import BERT as MINILM_SIZE_BERT, NUM_MASKED, TITLE_LEN, cpu_model  # noqa: E402
 
+BERT_BASE_SIZE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
+"""`--size bert-base`: the shapes of bert-base-uncased (the paper's encoder and retriever), random weights."""
+
 logger = logging.getLogger("bench_gpu_step")
 
 PEAK_TFLOPS = 989.0
@@ -148,7 +151,12 @@ def build_model(args: argparse.Namespace, vocab_size: int, mask_token_id: int, w
     torch.manual_seed(0)
     model_args = ModelArguments(random_init=args.random_init, length_buckets=args.length_buckets)
     weights = "random tiny (training.models.TINY_BERT)" if args.random_init else "packaged all-MiniLM-L6-v2"
-    if not args.random_init:
+    if args.size == "bert-base" and not args.random_init:  # speed depends on the shapes only: random weights do
+        path = os.path.join(work_dir, "bert-base-size")
+        BertModel(BertConfig(**{**BERT_BASE_SIZE, "vocab_size": vocab_size})).save_pretrained(path)
+        model_args.retriever = model_args.encoder = path
+        weights = "random, BERT-base's size (12 layers, 768 hidden)"
+    elif not args.random_init:
         try:
             packaged_minilm_path()
         except (ImportError, FileNotFoundError) as error:
@@ -519,6 +527,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--index_batch_size", type=int, default=64, help="blocks per forward (embed_batch_size)")
     parser.add_argument("--length_buckets", type=int, default=1, help="ModelArguments.length_buckets")
     parser.add_argument("--random_init", action="store_true", help="tiny random models (the CPU test)")
+    parser.add_argument("--size", choices=("minilm", "bert-base"), default="minilm",
+                        help="the packaged all-MiniLM-L6-v2, or random weights of BERT-base's shapes")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when there is one)")
     parser.add_argument("--peak_tflops", type=float, default=PEAK_TFLOPS, help="peak bf16 TFLOP/s for the MFU")
     parser.add_argument("--output", default=None, help="the JSON to write")
@@ -548,7 +558,7 @@ def main(argv: list[str] | None = None) -> dict:
                      "title_length": block_title_length(args.block_length), "masked_per_sentence": NUM_MASKED,
                      "steps": args.steps, "warmup": args.warmup, "length_buckets": args.length_buckets,
                      "precision": "bf16 autocast" if device.type == "cuda" else "fp32",
-                     "random_init": args.random_init, "peak_tflops": args.peak_tflops,
+                     "random_init": args.random_init, "size": args.size, "peak_tflops": args.peak_tflops,
                      "measured_matmul_tflops": MEASURED_MATMUL_TFLOPS, "oom_retries": []},
         "errors": {},
     }

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from realm_hf.training.arguments import CorpusArguments, LoopArguments, ModelArguments, parse_arguments
-from realm_hf.training.entry_points import ICT_ARGUMENTS, PRETRAIN_ARGUMENTS
+from realm_hf.training.entry_points import ICT_ARGUMENTS, MLM_ARGUMENTS, PRETRAIN_ARGUMENTS
 from realm_hf.training.openqa import OpenQaArguments
 
 FINETUNE_ARGUMENTS = (LoopArguments, ModelArguments, CorpusArguments, OpenQaArguments)
@@ -20,6 +20,8 @@ def job_arguments(path: str) -> tuple[type, ...]:
     name = os.path.basename(path)
     if name.startswith("ict-") or name.endswith("-ict.yaml"):
         return ICT_ARGUMENTS
+    if name.startswith("mlm-") or name.endswith("-mlm.yaml"):
+        return MLM_ARGUMENTS
     if name.startswith("openqa-") or name.endswith("-openqa.yaml"):
         return FINETUNE_ARGUMENTS
     return PRETRAIN_ARGUMENTS

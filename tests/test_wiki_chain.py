@@ -10,7 +10,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROWS = ("minilm", "ict", "realm", "realm-retriever", "bm25")
+ROWS = ("minilm", "mlm", "ict", "realm", "realm-retriever", "bm25")
 
 
 def write_questions(directory: str) -> None:
@@ -75,18 +75,27 @@ def test_the_chain_reports_every_row(chain):
     assert any("eval/zero_shot_recall@5" in record or "eval/mlm_accuracy_with_retrieval" in record
                for record in pretraining["evaluations"])
     # every stage but the report, which writes the file while it runs
-    expected_stages = {"mask", "ict", "realm", "evaluate-bm25"} | {
+    expected_stages = {"mask", "mlm", "ict", "realm", "evaluate-bm25"} | {
         f"{verb}-{row}" for verb in ("finetune", "evaluate") for row in ROWS if row != "bm25"
     } - {"finetune-bm25"}
     assert expected_stages <= set(report["stage_seconds"])
     assert report["machine"]["torch"]
+    # the masked-LM stage: its held-out accuracy before the first step and at the end, then the encoder's start
+    mlm = report["mlm"]
+    assert mlm["steps"] == 3 and [point["step"] for point in mlm["held_out_accuracy"]] == [0, 3]
+    with open(os.path.join(out, "realm", "training_args.json"), encoding="utf-8") as f:
+        assert json.load(f)["encoder"] == os.path.join(out, "mlm", "final")
+    # REALM's step 0: the start encoder reading the source block and the null document
+    assert pretraining["evaluations"][0]["step"] == 0
+    assert "eval/mlm_accuracy_source_block" in pretraining["evaluations"][0]
 
 
 def test_a_second_run_skips_complete_stages(chain):
     out, qa = chain
-    result = run_chain(out, qa, "ict", "realm", "finetune-realm", "evaluate-realm", "mask")
+    result = run_chain(out, qa, "mlm", "ict", "realm", "finetune-realm", "evaluate-realm", "mask")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "[ict] " in result.stdout and "final is complete: skipped" in result.stdout
+    assert "[mlm] " in result.stdout
     assert "[evaluate-realm] " in result.stdout and "exists: skipped" in result.stdout
     assert "already holds the masked sentences" in result.stdout
     assert "Embedding blocks" not in result.stderr  # nothing was trained or indexed again

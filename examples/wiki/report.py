@@ -7,7 +7,8 @@ Per row (eval/<row>.json and .jsonl of `realm-hf evaluate`): exact match and Rec
 questions with percentile-bootstrap 95% intervals over questions; from pre-training (realm/history.json): the
 retrieval-utility curve (RU of the paper's Eq. 4 for the top retrieved block, `ru_top`, and its mean over the
 retrieved blocks, `ru_mean`), the held-out MLM accuracy with retrieval and with the null document, the zero-shot
-Recall@5, and the step the retriever started learning; the stage times (stage_seconds.txt) and, when present, the
+Recall@5, and the step the retriever started learning; the masked-LM stage's held-out accuracy (mlm/history.json);
+the stage times (stage_seconds.txt) and, when present, the
 throughput figures of benchmarks/bench_gpu_step.py (throughput.json) and the ceiling.
 """
 
@@ -20,7 +21,7 @@ import sys
 
 from realm_hf.metrics import bootstrap_interval
 
-ROWS = ("bm25", "minilm", "ict", "realm", "realm-retriever")
+ROWS = ("bm25", "minilm", "mlm", "ict", "realm", "realm-retriever")
 RECALL_KS = (5, 20, 100)
 
 
@@ -43,6 +44,10 @@ def row_figures(out: str, row: str) -> dict | None:
         "exact_match": metrics["exact_match"],
         "exact_match_ci95": bootstrap_interval([p["correct"] for p in predictions]),
         "reader_top_k_answerable": metrics.get("answerable"),
+        # a right answer is a span of a block read, so EM given the answer in the top k = EM / answerable share
+        "exact_match_given_answer_in_top_k": (
+            100.0 * metrics["exact_match"] / metrics["answerable"] if metrics.get("answerable") else None
+        ),
         "seconds": metrics.get("seconds"),
     }
     for k in RECALL_KS:
@@ -74,6 +79,25 @@ def pretraining_figures(out: str) -> dict | None:
     }
 
 
+def mlm_figures(out: str) -> dict | None:
+    """The masked-LM stage: held-out accuracy along the run (step 0 is the start model), steps and speed."""
+    history = _read_json(os.path.join(out, "mlm", "history.json"))
+    if history is None:
+        return None
+    evaluations = [
+        {"step": record["step"], "mlm_accuracy": record["eval/mlm_accuracy"], "mlm_loss": record.get("eval/mlm_loss")}
+        for record in history if "eval/mlm_accuracy" in record
+    ]
+    speeds = [record for record in history if "steps_per_second" in record]
+    last = speeds[-1] if speeds else {}
+    return {
+        "held_out_accuracy": evaluations,
+        "steps": (_read_json(os.path.join(out, "mlm", "trainer_state.json")) or {}).get("step"),
+        "steps_per_second": last.get("steps_per_second"),
+        "tokens_per_second": (last["steps_per_second"] * last["tokens_per_step"]) if "tokens_per_step" in last else None,
+    }
+
+
 def stage_seconds(out: str) -> dict[str, float]:
     """Wall-clock seconds of each stage run.sh ran (the last run of each)."""
     seconds: dict[str, float] = {}
@@ -93,22 +117,29 @@ def build_report(out: str) -> dict:
         "corpus": {"blocks": masked.get("num_blocks"), **{k: v for k, v in masked.get("settings", {}).items()}},
         "pretraining_sentences": masked.get("num_sentences"),
         "rows": {row: figures for row in ROWS if (figures := row_figures(out, row)) is not None},
+        "mlm": mlm_figures(out),
         "pretraining": pretraining_figures(out),
         "stage_seconds": stage_seconds(out),
         "ceiling": _read_json(os.path.join(out, "eval", "ceiling.json")),
         "throughput": _read_json(os.path.join(out, "throughput.json")),
+        "throughput_bert_base": _read_json(os.path.join(out, "throughput-bert-base.json")),
         "machine": _read_json(os.path.join(out, "machine.json")),
     }
     return report
 
 
 def table(report: dict) -> str:
-    """The rows as a Markdown table: EM [95% interval] and Recall@5/20/100."""
-    lines = ["| row | EM [95% CI] | R@5 | R@20 | R@100 |", "| --- | --- | --- | --- | --- |"]
+    """The rows as a Markdown table: EM [95% interval], Recall@5/20/100 and EM given the answer in the blocks read."""
+    lines = [
+        "| row | EM [95% CI] | R@5 | R@20 | R@100 | EM given the answer in the top k |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for row, figures in report["rows"].items():
         low, high = figures["exact_match_ci95"]
         recalls = " | ".join(f"{figures.get(f'recall@{k}', float('nan')):.1f}" for k in RECALL_KS)
-        lines.append(f"| {row} | {figures['exact_match']:.1f} [{low:.1f}, {high:.1f}] | {recalls} |")
+        given = figures.get("exact_match_given_answer_in_top_k")
+        given = "-" if given is None else f"{given:.1f}"
+        lines.append(f"| {row} | {figures['exact_match']:.1f} [{low:.1f}, {high:.1f}] | {recalls} | {given} |")
     return "\n".join(lines)
 
 

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # REALM on Wikipedia: the paper's Table 1 comparison (MiniLM as it comes, ICT only, ICT -> REALM, BM25), one command
-# per stage and `all` to chain them. Each stage skips itself when its output is complete and resumes a training job
+# per stage and `all` to chain them. The knowledge-augmented encoder and the readers start from a masked LM trained
+# by the `mlm` stage (all-MiniLM-L6-v2 is a sentence embedder, not a masked LM; the paper starts from BERT). Each stage skips itself when its output is complete and resumes a training job
 # from its last checkpoint, so a stopped run goes on where it was.
 #
-#   examples/wiki/run.sh all                 # mask, ict, realm, finetune-*, evaluate-*, report
+#   examples/wiki/run.sh all                 # mask, mlm, ict, realm, finetune-*, evaluate-*, report
 #   examples/wiki/run.sh realm               # one stage
 #   ACCELERATE_CONFIG=examples/configs/accelerate-ddp.yaml examples/wiki/run.sh all      # N GPUs (or -zero2.yaml)
 #
-# Stages: mask (CPU: salient spans with spaCy, written once for the GPU stages), ict, realm, finetune-ROW and
-# evaluate-ROW for ROW in minilm ict realm realm-retriever, evaluate-bm25 (BM25 + the minilm row's reader), report
+# Stages: mask (CPU: salient spans with spaCy, written once for the GPU stages), mlm (masked-LM training of MiniLM on
+# the corpus: the encoder's and readers' start), ict, realm, finetune-ROW and evaluate-ROW for ROW in minilm (as it
+# comes, untouched), mlm (MiniLM retriever + the mlm reader), ict, realm, realm-retriever, evaluate-bm25 (BM25 + the
+# mlm row's reader), report
 # (OUT/wiki-gpu.json: every row's EM with a bootstrap 95% interval, Recall@5/20/100, the RU curve of pre-training).
-# Environment: OUT (outputs/wiki), CONFIGS (examples/configs/wiki-gpu: -ict.yaml, -realm.yaml, -openqa.yaml),
+# Environment: OUT (outputs/wiki), CONFIGS (examples/configs/wiki-gpu: -mlm, -ict, -realm, -openqa .yaml),
 # ACCELERATE_CONFIG (examples/configs/accelerate-1gpu.yaml), QA (../shared/data/qa), EXTRA_ARGS (added to every
 # job that reads the corpus, e.g. "--max_articles 10479"), EVAL_QUESTIONS (1000), PARALLEL (0; 1: `all` runs the
 # rows' fine-tuning beside ICT's and REALM's stages on the same GPU, which a host-bound step leaves mostly idle).
@@ -23,7 +26,7 @@ QA=${QA:-../shared/data/qa}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 EVAL_QUESTIONS=${EVAL_QUESTIONS:-1000}
 PARALLEL=${PARALLEL:-0}
-ROWS="minilm ict realm realm-retriever"
+ROWS="minilm mlm ict realm realm-retriever"
 read -r -a EXTRA <<< "$EXTRA_ARGS"
 PRETRAINING_QA=(--eval_qa_file "$QA/nq-dev.jsonl[1000:1500]")  # zero-shot Recall@5 during pre-training
 
@@ -44,9 +47,10 @@ train() {  # train JOB CONFIG OUTPUT_DIR ARGS...: skipped when OUTPUT_DIR/final 
 starting_model() {  # the arguments that give fine-tuning ROW's starting retriever and reader
   case $1 in
     minilm) echo "--retriever minilm --encoder minilm --pooling mean --projection_size 0 --normalize_embeddings" ;;
-    ict) echo "--retriever $OUT/ict/final --encoder minilm" ;;
+    mlm) echo "--retriever minilm --encoder $OUT/mlm/final --pooling mean --projection_size 0 --normalize_embeddings" ;;
+    ict) echo "--retriever $OUT/ict/final --encoder $OUT/mlm/final" ;;
     realm) echo "--model $OUT/realm/final" ;;  # the paper's: retriever and a reader from REALM's encoder
-    realm-retriever) echo "--retriever $OUT/realm/final/retriever --encoder minilm" ;;  # the same reader as ict's
+    realm-retriever) echo "--retriever $OUT/realm/final/retriever --encoder $OUT/mlm/final" ;;  # ict's reader start
     *) echo "unknown row '$1'; rows: $ROWS" >&2; return 2 ;;
   esac
 }
@@ -69,11 +73,15 @@ branch() {  # branch STAGE...: the stages in order, in the background; the first
 
 all_in_parallel() {  # PARALLEL=1: the stages that do not depend on each other run at the same time (one GPU shared)
   stage mask || return 1
-  stage ict || return 1  # alone: it cuts the corpus into blocks, which every later stage reads from the cache
   branches=()
-  branch finetune-minilm evaluate-minilm evaluate-bm25
+  branch mlm  # beside ICT: both cut the corpus into the same cached blocks (identical files, renamed into place)
+  local mlm_branch=${branches[0]} failed=0
+  branches=()
+  stage ict || return 1
+  branch finetune-minilm evaluate-minilm
+  wait "$mlm_branch" || return 1
+  branch finetune-mlm evaluate-mlm evaluate-bm25
   branch finetune-ict evaluate-ict
-  local failed=0
   if stage realm; then
     branch finetune-realm evaluate-realm
     branch finetune-realm-retriever evaluate-realm-retriever
@@ -90,9 +98,10 @@ run_stage() {  # the work of one stage; returns non-zero on failure (every step 
     mask)  # the config of the realm stage, with its arguments (every given path is checked)
       realm-hf mask --config "$CONFIGS-realm.yaml" --output_dir "$OUT/realm" --masked_sentences "$OUT/masked" \
         "${EXTRA[@]}" "${PRETRAINING_QA[@]}" ;;
+    mlm) train mlm "$CONFIGS-mlm.yaml" "$OUT/mlm" ;;
     ict) train ict "$CONFIGS-ict.yaml" "$OUT/ict" ;;
     realm)
-      train pretrain "$CONFIGS-realm.yaml" "$OUT/realm" --ict_warm_start "$OUT/ict/final" \
+      train pretrain "$CONFIGS-realm.yaml" "$OUT/realm" --ict_warm_start "$OUT/ict/final" --encoder "$OUT/mlm/final" \
         --masked_sentences "$OUT/masked" "${PRETRAINING_QA[@]}" ;;
     finetune-*)
       local row=${name#finetune-} model
@@ -100,19 +109,19 @@ run_stage() {  # the work of one stage; returns non-zero on failure (every step 
       # shellcheck disable=SC2086  # the starting model's arguments are words
       train finetune "$CONFIGS-openqa.yaml" "$OUT/qa-$row" $model \
         --train_file "$QA/nq-dev.jsonl[1000:],$QA/webquestions-train.jsonl,$QA/curatedtrec-train.jsonl" ;;
-    evaluate-bm25) evaluate bm25 "$OUT/qa-minilm/final" --retrieval bm25 ;;
+    evaluate-bm25) evaluate bm25 "$OUT/qa-mlm/final" --retrieval bm25 ;;
     evaluate-*) evaluate "${name#evaluate-}" "$OUT/qa-${name#evaluate-}/final" ;;
     report) python examples/wiki/report.py "$OUT" ;;
     all)
       if [[ $PARALLEL == 1 ]]; then
         all_in_parallel || return 1
       else
-        for next in mask ict realm; do stage "$next" || return 1; done
+        for next in mask mlm ict realm; do stage "$next" || return 1; done
         for row in $ROWS; do stage "finetune-$row" || return 1; stage "evaluate-$row" || return 1; done
         stage evaluate-bm25 || return 1
       fi
       stage report ;;
-    *) echo "unknown stage '$name'; stages: mask ict realm finetune-ROW evaluate-ROW evaluate-bm25 report all" \
+    *) echo "unknown stage '$name'; stages: mask mlm ict realm finetune-ROW evaluate-ROW evaluate-bm25 report all" \
          "(ROW: $ROWS)" >&2; return 2 ;;
   esac
 }

@@ -15,6 +15,7 @@
 Training and evaluation (the same arguments and code as examples/*.py; `realm-hf <command> --help` lists them):
     realm-hf pretrain --config examples/configs/cpu-tiny.yaml [--max_steps N ...]    REALM pre-training
     realm-hf ict --config examples/configs/ict-cpu-tiny.yaml                         ICT warm start of the retriever
+    realm-hf mlm --config examples/configs/wiki-tiny-mlm.yaml                        masked-LM start of the encoder
     realm-hf finetune --config examples/configs/openqa-cpu-tiny.yaml                 Open-QA fine-tuning
     realm-hf evaluate --model DIR --qa_file FILE.jsonl [--max_questions N]           Open-QA evaluation
     accelerate launch -m realm_hf.cli finetune --config ...                          the same, under Accelerate

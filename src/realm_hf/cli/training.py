@@ -1,4 +1,4 @@
-"""`realm-hf pretrain | mask | ict | finetune | evaluate`: the training and evaluation jobs, with the arguments and code of
+"""`realm-hf pretrain | mask | ict | mlm | finetune | evaluate`: the training and evaluation jobs, with the arguments and code of
 examples/*.py (dataclass fields parsed by `realm_hf.training.entry_points`, not by argparse here)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ TRAINING_COMMANDS = {
     "pretrain": "REALM pre-training with asynchronous index refresh (see `realm-hf pretrain --help`).",
     "mask": "Mask the pre-training sentences ahead, for `pretrain --masked_sentences` (see `realm-hf mask --help`).",
     "ict": "Inverse Cloze Task warm start of the retriever (see `realm-hf ict --help`).",
+    "mlm": "Masked-LM training of the encoder's start on the corpus (see `realm-hf mlm --help`).",
     "finetune": "Open-QA fine-tuning of RealmForOpenQA (see `realm-hf finetune --help`).",
     "evaluate": "Open-QA evaluation of a saved RealmForOpenQA with its index (see `realm-hf evaluate --help`).",
 }

@@ -7,6 +7,7 @@ Backed by `bm25s` (pure Python + numpy, MIT): `pip install bm25s` (or `pip insta
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,12 +26,30 @@ __all__ = ["Bm25Retriever"]
 
 def _require_bm25s():
     try:
-        import bm25s
+        bm25s = _import_bm25s_without_jax()
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ImportError(
             "The BM25 baseline needs the `bm25s` package: `pip install bm25s` (or `pip install 'realm_hf[bm25]'`)."
         ) from error
     unforce_bm25s_debug()
+    return bm25s
+
+
+def _import_bm25s_without_jax():
+    """`import bm25s`, keeping JAX out when the process has not imported it: bm25s tries `import jax` at import time
+    and runs a top-k on JAX's default device, and JAX then pre-allocates 75 % of a GPU's memory by default (a BM25
+    evaluation beside two fine-tunings died of CUDA out-of-memory that way). Top-k selection uses numpy here anyway
+    (`backend_selection="numpy"`). A JAX the user imported before is left alone."""
+    if "bm25s" in sys.modules or "jax" in sys.modules:
+        import bm25s
+
+        return bm25s
+    sys.modules["jax"] = None  # `import jax` raises ImportError while bm25s is imported; removed right after
+    try:
+        import bm25s
+    finally:
+        if sys.modules.get("jax", 0) is None:
+            del sys.modules["jax"]
     return bm25s
 
 
@@ -121,7 +140,9 @@ class Bm25Retriever:
         query_tokens = self._bm25s.tokenize(
             list(questions), stopwords=self.stopwords, return_ids=False, show_progress=False
         )
-        rows, scores = self.model.retrieve(query_tokens, k=int(k), show_progress=False, n_threads=1)  # [B, k]
+        rows, scores = self.model.retrieve(
+            query_tokens, k=int(k), show_progress=False, n_threads=1, backend_selection="numpy"
+        )  # [B, k]
         ids = torch.from_numpy(self.block_ids[np.asarray(rows, dtype=np.int64)])
         if return_scores:
             return ids, torch.from_numpy(np.asarray(scores, dtype=np.float32))

@@ -36,6 +36,9 @@ class LoopArguments:
                           "they name with them and deletes the others."},
     )
     eval_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: only at the end)."})
+    eval_on_start: bool = field(
+        default=False, metadata={"help": "Evaluate before the first step too (the start's figures, step 0)."}
+    )
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "A checkpoint directory, or 'latest' for the newest in output_dir."}
     )
@@ -240,6 +243,29 @@ class PretrainingArguments:
                     f"--refresh_time_share paces the builder: use --refresh_mode paced (got --refresh_mode "
                     f"{self.refresh_mode})."
                 )
+
+
+@dataclass
+class MlmArguments:
+    """Masked-LM training of the encoder's start (`realm-hf mlm`)."""
+
+    mlm_probability: float = field(default=0.15, metadata={"help": "Share of wordpieces (or words) masked, BERT's 15%."})
+    whole_word_masking: bool = field(default=False, metadata={"help": "Mask whole words (all ## pieces together)."})
+    mlm_max_length: int | None = field(
+        default=None, metadata={"help": "Wordpieces per example, blocks cut to it (default: block_length)."}
+    )
+    mlm_head_learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "Peak learning rate of the MLM head's transform (default: learning_rate); a head created "
+                          "fresh (all-MiniLM-L6-v2 has none) learns faster at 10x the body's."},
+    )
+    from_scratch: bool = field(
+        default=False, metadata={"help": "Train the --encoder's architecture from random weights instead of its own."}
+    )
+    eval_articles: int = field(
+        default=100, metadata={"help": "Articles held out of training (a seeded sample); their blocks measure it."}
+    )
+    eval_max_blocks: int = field(default=512, metadata={"help": "Held-out blocks evaluated (masked once, seeded)."})
 
 
 @dataclass

@@ -29,12 +29,12 @@ from ..validation import (
     check_refresh_schedule,
 )
 from .arguments import (
-    CorpusArguments, IctArguments, LoopArguments, ModelArguments, OpenQaArguments, OpenQaEvaluationArguments,
-    PretrainingArguments, parse_arguments,
+    CorpusArguments, IctArguments, LoopArguments, MlmArguments, ModelArguments, OpenQaArguments,
+    OpenQaEvaluationArguments, PretrainingArguments, parse_arguments,
 )
 
 __all__ = [
-    "ENTRY_POINTS", "main_evaluate", "main_finetune", "main_ict", "main_mask", "main_pretrain", "parse_command_line",
+    "ENTRY_POINTS", "main_evaluate", "main_finetune", "main_ict", "main_mask", "main_mlm", "main_pretrain", "parse_command_line",
     "run_evaluation",
 ]
 
@@ -165,6 +165,7 @@ def _fail(prog: str, message: str) -> NoReturn:
 
 PRETRAIN_ARGUMENTS = (LoopArguments, ModelArguments, CorpusArguments, PretrainingArguments)
 ICT_ARGUMENTS = (LoopArguments, ModelArguments, CorpusArguments, IctArguments)
+MLM_ARGUMENTS = (LoopArguments, ModelArguments, CorpusArguments, MlmArguments)
 
 
 def main_pretrain(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
@@ -264,6 +265,29 @@ def main_ict(argv: Sequence[str] | None = None, prog: str | None = None) -> list
     return IctTrainer(loop, model, corpus, ict).train()
 
 
+def main_mlm(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
+    r"""
+    Masked-LM training of the encoder's start on the knowledge corpus ([`MlmTrainer`]): continued BERT pre-training
+    of `--encoder` (or its architecture from scratch), held-out accuracy logged as `eval/mlm_accuracy`. A
+    `BertForMaskedLM` with its tokenizer lands in `<output_dir>/final`: pass it as `--encoder` of pre-training and
+    fine-tuning.
+
+    Args:
+        argv (`Sequence[str]`, *optional*): The arguments of [`LoopArguments`], [`ModelArguments`],
+            [`CorpusArguments`] and [`MlmArguments`] (default: `sys.argv[1:]`).
+        prog (`str`, *optional*): The command's name in messages.
+
+    Returns:
+        `list[dict]`: the logged history.
+    """
+    from .mlm import MlmTrainer
+
+    loop, model, corpus, mlm = parse_command_line(
+        MLM_ARGUMENTS, argv, prog, "Masked-LM training of the knowledge-augmented encoder's start (a BERT that reads)."
+    )
+    return MlmTrainer(loop, model, corpus, mlm).train()
+
+
 def main_finetune(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
     r"""
     Open-QA fine-tuning of `RealmForOpenQA` ([`OpenQaTrainer`]): the index is built once from the document tower and
@@ -336,6 +360,7 @@ ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "pretrain": main_pretrain,
     "mask": main_mask,
     "ict": main_ict,
+    "mlm": main_mlm,
     "finetune": main_finetune,
     "evaluate": main_evaluate,
 }

@@ -308,6 +308,8 @@ class TrainingLoop:
         latest: dict[str, float] = {}  # last value in the window (index version, refresh timings)
         started, steps_at_start = time.time(), self.step
         self.on_train_begin()
+        if args.eval_on_start and self.step == 0:
+            self._log({f"eval/{k}": v for k, v in self.evaluate(0).items()})
         self.model.train()
         while self.step < args.max_steps:
             self.dataloader.set_epoch(epoch) if hasattr(self.dataloader, "set_epoch") else None
