@@ -382,3 +382,11 @@ def test_corpus_answer_finder_agrees_with_has_answer_on_every_block():
     # no match may cross two blocks, and regex answers search each block
     assert not finder.has_answer(["paris u"]) and not finder.has_answer(["custard numbers"])
     assert finder.has_answer([r"18\d\d,"], "regex") and not finder.has_answer([r"^Paris"], "regex")
+
+
+def test_a_regex_answer_with_an_escaped_accented_letter_matches_it():
+    # CuratedTrec writes `Jes\ús`; decomposed (NFD) as is, the escape fell on the `u` (an incomplete `\u` escape)
+    pattern = r"Jesus\s+Gil\s+y\s+Gil|Jes\ús Gil"
+    assert has_answer("Jesús Gil was the mayor of Marbella.", [pattern], "regex")
+    assert not has_answer("Jesus Gil was the mayor.", [r"Jes\ús Gil"], "regex")
+    assert has_answer("a path a\\b", [r"a\\b"], "regex")  # an escaped backslash is left as it is

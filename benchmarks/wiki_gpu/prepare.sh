@@ -33,5 +33,6 @@ for shard in 0 1 2; do
 done
 wait
 tar -cJf .lease/b/masked.tar.xz -C "$OUT" masked
-tar -cJf .lease/b/qa.tar.xz -C "$SHARED/qa" nq-dev.jsonl webquestions-train.jsonl curatedtrec-train.jsonl
+tar -cJf .lease/b/qa.tar.xz -C "$SHARED/qa" nq-dev.jsonl webquestions-train.jsonl curatedtrec-train.jsonl \
+  triviaqa-dev.jsonl
 du -sb .lease/a .lease/b

@@ -50,6 +50,10 @@ def row_figures(out: str, row: str) -> dict | None:
         ),
         "seconds": metrics.get("seconds"),
     }
+    state = _read_json(os.path.join(out, f"qa-{row}", "trainer_state.json"))
+    if state is not None:  # the row's fine-tuning: its steps, and where early stopping ended it
+        figures["finetune_steps"] = state.get("step")
+        figures["early_stopping"] = state.get("early_stopping")
     for k in RECALL_KS:
         if f"retrieval_recall@{k}" in metrics:
             figures[f"recall@{k}"] = metrics[f"retrieval_recall@{k}"]

@@ -108,7 +108,8 @@ run_stage() {  # the work of one stage; returns non-zero on failure (every step 
       model=$(starting_model "$row") || return 2
       # shellcheck disable=SC2086  # the starting model's arguments are words
       train finetune "$CONFIGS-openqa.yaml" "$OUT/qa-$row" $model \
-        --train_file "$QA/nq-dev.jsonl[1000:],$QA/webquestions-train.jsonl,$QA/curatedtrec-train.jsonl" ;;
+        --train_file "$QA/nq-dev.jsonl[1200:],$QA/webquestions-train.jsonl,$QA/curatedtrec-train.jsonl,$QA/triviaqa-dev.jsonl" \
+        --eval_file "$QA/nq-dev.jsonl[1000:1200]" ;;  # the watch slice of early stopping
     evaluate-bm25) evaluate bm25 "$OUT/qa-mlm/final" --retrieval bm25 ;;
     evaluate-*) evaluate "${name#evaluate-}" "$OUT/qa-${name#evaluate-}/final" ;;
     report) python examples/wiki/report.py "$OUT" ;;

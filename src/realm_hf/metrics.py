@@ -114,6 +114,16 @@ def compile_answer_pattern(pattern: str) -> re.Pattern[str]:
         ) from error
 
 
+_ESCAPED_NON_ASCII = re.compile(r"(?<!\\)((?:\\\\)*)\\([^\x00-\x7f])")  # an odd run of backslashes before it
+
+
+def _decomposed_pattern(pattern: str) -> str:
+    r"""A regex in NFD, as the text it is matched against. An escaped non-ASCII character (CuratedTrec writes
+    `Jes\ús`) means itself; decomposed as is, its escape would fall on the plain letter (`\u` + an accent, an
+    incomplete escape), so it is unescaped first."""
+    return unicodedata.normalize("NFD", _ESCAPED_NON_ASCII.sub(r"\1\2", pattern))
+
+
 def _check_answer_format(answer_format: str) -> None:
     if answer_format not in ANSWER_FORMATS:
         raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}, got {answer_format!r}.")
@@ -223,7 +233,7 @@ def has_answer(
     references = _as_reference_list(references)
     text = unicodedata.normalize("NFD", text)
     if answer_format == "regex":
-        patterns = [compile_answer_pattern(unicodedata.normalize("NFD", pattern)) for pattern in references]
+        patterns = [compile_answer_pattern(_decomposed_pattern(pattern)) for pattern in references]
         return any(pattern.search(text) is not None for pattern in patterns)
 
     tokenize = tokenizer if tokenizer is not None else simple_tokenize

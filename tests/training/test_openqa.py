@@ -343,3 +343,23 @@ def test_untying_the_towers_keeps_every_retriever_weight():
     for tower in (untied.query_embedder, untied.doc_embedder):
         for name, value in tower.state_dict().items():
             torch.testing.assert_close(value, shared.query_embedder.state_dict()[name], rtol=0, atol=0)
+
+
+def test_held_out_loss_is_evaluated_and_early_stopping_ends_a_flat_run(tmp_path, data):
+    corpus, qa = data
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=30)
+    # a threshold no change reaches: the second evaluation is already "flat", so training stops at step 4
+    trainer.args.eval_steps = 2
+    from realm_hf.training.loop import EarlyStopping
+
+    trainer.early_stopping = EarlyStopping("answerable_loss", patience=1, threshold=100.0)
+    history = trainer.train()
+    evaluations = [r for r in history if "eval/answerable_loss" in r]
+    assert [r["step"] for r in evaluations] == [2, 4] and all(r["eval/answerable_loss"] > 0 for r in evaluations)
+    state = json.loads((tmp_path / "run" / "trainer_state.json").read_text())
+    assert state["step"] == 4
+    assert state["early_stopping"] == {
+        "metric": "answerable_loss", "best": evaluations[0]["eval/answerable_loss"], "best_step": 2,
+        "evaluations_without_improvement": 1, "stopped_at": 4,
+    }
+    assert (tmp_path / "run" / "final" / "config.json").is_file()  # the model of the last step is saved

@@ -39,6 +39,18 @@ class LoopArguments:
     eval_on_start: bool = field(
         default=False, metadata={"help": "Evaluate before the first step too (the start's figures, step 0)."}
     )
+    early_stopping_metric: str | None = field(
+        default=None,
+        metadata={"help": "An evaluation metric (e.g. 'answerable_loss' of fine-tuning's held-out questions): "
+                          "training stops once it has not improved for early_stopping_patience evaluations (names "
+                          "ending in 'loss' are minimized, others maximized); the last step's model is saved."},
+    )
+    early_stopping_patience: int = field(
+        default=3, metadata={"help": "Evaluations without improvement before early stopping stops training."}
+    )
+    early_stopping_threshold: float = field(
+        default=0.0, metadata={"help": "The least change of early_stopping_metric that counts as an improvement."}
+    )
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "A checkpoint directory, or 'latest' for the newest in output_dir."}
     )
@@ -51,6 +63,13 @@ class LoopArguments:
                 f"--save_total_limit must be at least 1 (the checkpoint a resume needs), got {self.save_total_limit}; "
                 "leave it out to keep every checkpoint."
             )
+        if self.early_stopping_metric and not self.eval_steps:
+            raise ValueError(
+                f"--early_stopping_metric {self.early_stopping_metric} needs evaluations during training: set "
+                "--eval_steps N (and an evaluation set, e.g. --eval_file for fine-tuning)."
+            )
+        if self.early_stopping_patience < 1:
+            raise ValueError(f"--early_stopping_patience must be at least 1, got {self.early_stopping_patience}.")
 
 
 @dataclass

@@ -125,6 +125,50 @@ def _group_schedule(
     return linear_schedule(step, warmup_steps, total_steps, None if start is None else start * processes)
 
 
+class EarlyStopping:
+    r"""
+    Stop when an evaluation metric has stopped improving: after `patience` evaluations in a row that do not beat the
+    best value by more than `threshold` (names ending in "loss" are minimized, others maximized, as transformers'
+    `metric_for_best_model`). Its state goes into checkpoints, so a resumed run counts on.
+    """
+
+    def __init__(self, metric: str, patience: int, threshold: float = 0.0):
+        self.metric, self.patience, self.threshold = metric, patience, threshold
+        self.lower_is_better = metric.endswith("loss")
+        self.best: float | None = None
+        self.best_step: int | None = None
+        self.evaluations_without_improvement = 0
+        self.stopped_at: int | None = None
+
+    def update(self, step: int, metrics: dict[str, float]) -> bool:
+        """Record the evaluation of `step`; True when training should stop."""
+        if self.metric not in metrics:
+            raise ValueError(
+                f"--early_stopping_metric {self.metric!r} is not among the evaluation's metrics "
+                f"({', '.join(sorted(metrics)) or 'none: is an evaluation set given?'}); pass one of them."
+            )
+        value = float(metrics[self.metric])
+        change = (self.best - value) if self.lower_is_better and self.best is not None else (
+            (value - self.best) if self.best is not None else math.inf
+        )
+        if change > self.threshold:
+            self.best, self.best_step, self.evaluations_without_improvement = value, step, 0
+        else:
+            self.evaluations_without_improvement += 1
+        if self.evaluations_without_improvement >= self.patience:
+            self.stopped_at = step
+        return self.stopped_at is not None
+
+    def state_dict(self) -> dict:
+        return {"metric": self.metric, "best": self.best, "best_step": self.best_step,
+                "evaluations_without_improvement": self.evaluations_without_improvement, "stopped_at": self.stopped_at}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("metric") == self.metric:
+            self.best, self.best_step = state["best"], state["best_step"]
+            self.evaluations_without_improvement = state["evaluations_without_improvement"]
+
+
 class TrainingLoop:
     r"""
     Accelerate training loop: gradient accumulation, mixed precision, clipping, linear schedule, tracker logging
@@ -180,6 +224,10 @@ class TrainingLoop:
         )
         self.step = 0
         self.history: list[dict] = []
+        self.early_stopping = (
+            EarlyStopping(args.early_stopping_metric, args.early_stopping_patience, args.early_stopping_threshold)
+            if args.early_stopping_metric else None
+        )
         if self.accelerator.is_main_process:
             os.makedirs(args.output_dir, exist_ok=True)
             # the merged arguments, for the model card (realm_hf.hub.collect_training_facts) and reproducibility
@@ -261,6 +309,8 @@ class TrainingLoop:
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             state = {"step": self.step, "history": self.history, **self.extra_state()}
+            if self.early_stopping is not None:
+                state["early_stopping"] = self.early_stopping.state_dict()
             write_json_atomic(os.path.join(tmp, TRAINER_STATE), state)
             publish_directory(tmp, directory)
             self._prune_checkpoints()
@@ -289,6 +339,8 @@ class TrainingLoop:
             state = json.load(f)
         self.step = int(state["step"])
         self.history = state.get("history", [])
+        if self.early_stopping is not None and "early_stopping" in state:
+            self.early_stopping.load_state_dict(state["early_stopping"])
         self.load_extra_state(state)
         logger.info("Resumed from %s at step %d", checkpoint, self.step)
         return (self.step * self.args.gradient_accumulation_steps) % max(len(self.dataloader), 1)
@@ -311,7 +363,8 @@ class TrainingLoop:
         if args.eval_on_start and self.step == 0:
             self._log({f"eval/{k}": v for k, v in self.evaluate(0).items()})
         self.model.train()
-        while self.step < args.max_steps:
+        stop = False
+        while self.step < args.max_steps and not stop:
             self.dataloader.set_epoch(epoch) if hasattr(self.dataloader, "set_epoch") else None
             batches = self.accelerator.skip_first_batches(self.dataloader, skip) if skip else self.dataloader
             skip = 0
@@ -349,10 +402,12 @@ class TrainingLoop:
                     self._log(record, status)
                     running.clear()
                 if args.eval_steps and self.step % args.eval_steps == 0:
-                    self._log({f"eval/{k}": v for k, v in self.evaluate(self.step).items()})
+                    metrics = self.evaluate(self.step)
+                    self._log({f"eval/{k}": v for k, v in metrics.items()})
+                    stop = self._early_stop(metrics)
                 if args.save_steps and self.step % args.save_steps == 0:
                     self.save_checkpoint()
-                if self.step >= args.max_steps:
+                if self.step >= args.max_steps or stop:
                     break
             epoch += 1
         progress.close()
@@ -368,10 +423,30 @@ class TrainingLoop:
             with open(os.path.join(args.output_dir, "history.json"), "w", encoding="utf-8") as f:
                 json.dump(self.history, f, indent=2)
         summary = self.on_train_end()
+        if self.early_stopping is not None:
+            summary["early_stopping"] = self.early_stopping.state_dict()
         if self.accelerator.is_main_process:
             write_json_atomic(os.path.join(args.output_dir, TRAINER_STATE), {"step": self.step, **summary})
         self.accelerator.end_training()
         return self.history
+
+    def _early_stop(self, metrics: dict[str, float]) -> bool:
+        """Whether early stopping ends training after this evaluation: decided by the main process (evaluations may
+        run there only) and shared with the others, so every rank leaves the loop at the same step."""
+        if self.early_stopping is None:
+            return False
+        decision = [self.early_stopping.update(self.step, metrics) if self.accelerator.is_main_process else None]
+        if self.accelerator.num_processes > 1:
+            broadcast_object_list(decision, from_process=0)
+        if decision[0]:
+            self.early_stopping.stopped_at = self.step
+        if decision[0] and self.accelerator.is_main_process:
+            stopping = self.early_stopping
+            logger.info(
+                "Early stopping at step %d of %d: eval/%s has not improved for %d evaluations (best %.4g at step %s)",
+                self.step, self.args.max_steps, stopping.metric, stopping.patience, stopping.best, stopping.best_step,
+            )
+        return bool(decision[0])
 
     def _log(self, record: dict[str, float], status: str = "") -> None:
         record = {k: v for k, v in record.items() if isinstance(v, (int, float)) and math.isfinite(v)}

@@ -296,8 +296,14 @@ class OpenQaTrainer(TrainingLoop):
 
     # ------------------------------------------------------------------------------------------- evaluation
     def evaluate(self, step: int) -> dict[str, float]:
+        r"""
+        On the eval questions (main process): exact match, Recall@k and `answerable` of [`evaluate_open_qa`], and
+        `answerable_loss`, the training loss on them (the mean over the questions with an answer span in their
+        top-k blocks: what `--early_stopping_metric answerable_loss` watches for the reader's convergence).
+        """
         if not self.eval_examples or not self.accelerator.is_main_process:
             return {}
+        held_out_loss = self.held_out_loss(self.eval_examples)
         metrics, _ = evaluate_open_qa(
             self.open_qa_model, self.tokenizer, self.index, self.eval_examples, top_k=self.top_k,
             batch_size=self.openqa_args.eval_batch_size, device=self.accelerator.device,
@@ -308,7 +314,30 @@ class OpenQaTrainer(TrainingLoop):
             os.path.join(self.args.output_dir, EVAL_RESULTS_NAME), metrics, model=os.path.join(self.args.output_dir, "final"),
             qa_file=self.openqa_args.eval_file,
         )
+        if held_out_loss is not None:
+            metrics["answerable_loss"] = held_out_loss
         return metrics
+
+    @torch.no_grad()
+    def held_out_loss(self, examples: list[dict]) -> float | None:
+        """The reading loss of `examples` with their top-k blocks, averaged over the answerable ones (None: none is)."""
+        model = self.open_qa_model
+        was_training = model.training
+        model.eval()
+        total = count = 0.0
+        batch_size = self.openqa_args.eval_batch_size
+        for start in range(0, len(examples), batch_size):
+            batch = self.retrieve_and_collate(examples[start : start + batch_size])
+            answerable = int(batch["answerable"].sum())
+            if not answerable:
+                continue
+            inputs = {name: tensor.to(self.accelerator.device) for name, tensor in model_inputs(batch).items()}
+            with self.accelerator.autocast():
+                out = model(**inputs)
+            total += out.loss.float().item() * answerable  # the loss is the mean over the answerable questions
+            count += answerable
+        model.train(was_training)
+        return total / count if count else None
 
     def extra_state(self) -> dict:
         return {"index_fingerprint": self.index.fingerprint, "index_blocks": self.index.num_blocks}
