@@ -2,6 +2,7 @@ import math
 import os
 import re
 import string
+import unicodedata
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ import torch
 from realm_hf.metrics import (
     EVALUATE_MODULE_PATH,
     bootstrap_interval,
+    compile_answer_pattern,
     evaluate_predictions,
     exact_match,
     has_answer,
@@ -384,9 +386,37 @@ def test_corpus_answer_finder_agrees_with_has_answer_on_every_block():
     assert finder.has_answer([r"18\d\d,"], "regex") and not finder.has_answer([r"^Paris"], "regex")
 
 
-def test_a_regex_answer_with_an_escaped_accented_letter_matches_it():
-    # CuratedTrec writes `Jes\ús`; decomposed (NFD) as is, the escape fell on the `u` (an incomplete `\u` escape)
-    pattern = r"Jesus\s+Gil\s+y\s+Gil|Jes\ús Gil"
-    assert has_answer("Jesús Gil was the mayor of Marbella.", [pattern], "regex")
-    assert not has_answer("Jesus Gil was the mayor.", [r"Jes\ús Gil"], "regex")
+def test_regex_answers_with_accents_match_in_any_unicode_form():
+    # CuratedTrec writes `Jes\ús`: an escaped accented letter. Decomposed (NFD) like the text, the escape fell on the
+    # bare letter, `\u` + an accent: an incomplete escape, or a pattern that never matched.
+    nfd = unicodedata.normalize("NFD", "Tabaré Vázquez was president")
+    for text in ("Tabaré Vázquez was president", nfd):
+        assert has_answer(text, [r"V\ázquez"], "regex")
+        assert has_answer(text, [r"V[áa]zquez"], "regex")  # a class with an accented letter
+        assert has_answer(text, ["Vázquez"], "regex")
+        assert exact_match(text.split(" was")[0], [r"Tabar\é V\ázquez"], "regex")
+    assert has_answer("Jesús Gil was the mayor of Marbella.", [r"Jesus\s+Gil\s+y\s+Gil|Jes\ús Gil"], "regex")
+    assert not has_answer("Jesus Gil was the mayor.", [r"Jes\ús Gil"], "regex")  # the accent still counts
     assert has_answer("a path a\\b", [r"a\\b"], "regex")  # an escaped backslash is left as it is
+    assert exact_match("Jos\u00e9 Mart\u00ed", [r"Jos\é Mart\í"], "regex")
+
+
+CURATEDTREC = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "qa", "curatedtrec-train.jsonl")
+
+
+@pytest.mark.skipif(not os.path.isfile(CURATEDTREC), reason="needs ../shared/data/qa/curatedtrec-train.jsonl")
+def test_every_curatedtrec_pattern_compiles_and_matches_its_own_accented_answers():
+    import json
+
+    with open(CURATEDTREC, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    accented = 0
+    for row in rows:
+        for pattern in row["answers"]:
+            compile_answer_pattern(pattern)  # raises on a pattern that does not compile
+            literal = re.sub(r"\\(.)", r"\1", pattern)
+            if not literal.isascii() and re.fullmatch(r"[\w\s.'-]+", literal):  # a plain accented name
+                accented += 1
+                assert has_answer(f"... {literal} ...", [pattern], "regex"), pattern
+                assert has_answer(unicodedata.normalize("NFD", f"... {literal} ..."), [pattern], "regex"), pattern
+    assert accented > 0

@@ -114,14 +114,11 @@ def compile_answer_pattern(pattern: str) -> re.Pattern[str]:
         ) from error
 
 
-_ESCAPED_NON_ASCII = re.compile(r"(?<!\\)((?:\\\\)*)\\([^\x00-\x7f])")  # an odd run of backslashes before it
-
-
-def _decomposed_pattern(pattern: str) -> str:
-    r"""A regex in NFD, as the text it is matched against. An escaped non-ASCII character (CuratedTrec writes
-    `Jes\ús`) means itself; decomposed as is, its escape would fall on the plain letter (`\u` + an accent, an
-    incomplete escape), so it is unescaped first."""
-    return unicodedata.normalize("NFD", _ESCAPED_NON_ASCII.sub(r"\1\2", pattern))
+def _composed(text: str) -> str:
+    r"""NFC, the form in which a regex answer and the text it is matched against are compared: an accented letter is
+    one code point there, so an escaped one (CuratedTrec writes `Jes\ús`) and one inside a class (`V[áa]zquez`) keep
+    their meaning (in NFD the escape or the class would take the bare letter and leave its accent outside)."""
+    return unicodedata.normalize("NFC", text)
 
 
 def _check_answer_format(answer_format: str) -> None:
@@ -145,7 +142,7 @@ def exact_match(prediction: str, references: str | Sequence[str], answer_format:
       re.MULTILINE`, matches the *raw* prediction with `pattern.match(prediction)`. This is DrQA's and ORQA's
       `regex_match_score`, the code REALM was evaluated with: `match` is anchored at the start of the prediction
       but not at its end (so `"\\d+ years?"` accepts `"130 years ago"` but not `"about 130 years"`), and the
-      prediction is not normalized (so `"The Beatles"` matches the pattern `"the beatles"` but `"Beatles"` does
+      prediction is not normalized beyond Unicode NFC, as the pattern (so `"The Beatles"` matches the pattern `"the beatles"` but `"Beatles"` does
       not). Use `^...$` in a pattern to require a full match.
 
     Args:
@@ -167,7 +164,8 @@ def exact_match(prediction: str, references: str | Sequence[str], answer_format:
     references = _as_reference_list(references)
     if answer_format == "regex":
         # Compile every pattern first so that a bad pattern raises even when an earlier one matched.
-        patterns = [compile_answer_pattern(pattern) for pattern in references]
+        patterns = [compile_answer_pattern(_composed(pattern)) for pattern in references]
+        prediction = _composed(prediction)  # the same letters in the same form as the pattern's (NFC)
         return any(pattern.match(prediction) is not None for pattern in patterns)
     normalized_prediction = normalize_answer(prediction)
     return any(normalized_prediction == normalize_answer(reference) for reference in references)
@@ -204,7 +202,8 @@ def has_answer(
     """
     Whether a retrieved block contains an answer, as DPR decides it for Recall@k (`dpr/data/qa_validation.py`).
 
-    Both the text and the answers are first put in Unicode NFD form.
+    Text answers and the text are first put in Unicode NFD form (DPR's); regex answers and the text in NFC, so that an
+    escaped accented letter or one in a character class means what it says.
 
     - `"text"`: the block and each answer are split into lowercased tokens ([`simple_tokenize`] by default) and
       the block contains the answer when the answer's tokens occur as a contiguous subsequence, so `"1889"`
@@ -231,10 +230,11 @@ def has_answer(
     """
     _check_answer_format(answer_format)
     references = _as_reference_list(references)
-    text = unicodedata.normalize("NFD", text)
     if answer_format == "regex":
-        patterns = [compile_answer_pattern(_decomposed_pattern(pattern)) for pattern in references]
+        patterns = [compile_answer_pattern(_composed(pattern)) for pattern in references]
+        text = _composed(text)
         return any(pattern.search(text) is not None for pattern in patterns)
+    text = unicodedata.normalize("NFD", text)
 
     tokenize = tokenizer if tokenizer is not None else simple_tokenize
     text_tokens = tokenize(text)
