@@ -11,10 +11,12 @@ import pytest
 
 import realm_hf
 from realm_hf.cli import main
+from realm_hf.cli.training import TRAINING_COMMANDS
 from realm_hf.training.entry_points import NEGATED_HELP
 
 SRC = os.path.dirname(os.path.abspath(realm_hf.__file__))
-JOB_SCRIPTS = {"ict": "ict.py", "pretrain": "pretrain.py", "finetune": "finetune_openqa.py", "evaluate": "evaluate_openqa.py"}
+JOB_SCRIPTS = {"ict": "ict.py", "mlm": "mlm.py", "pretrain": "pretrain.py", "finetune": "finetune_openqa.py",
+               "evaluate": "evaluate_openqa.py"}
 
 
 APPLICATIONS = ("cli", "demo")
@@ -64,6 +66,15 @@ def _subparser(name: str):
 def test_every_option_has_help(command):
     missing = [action.dest for action in _subparser(command)._actions if not action.help]
     assert missing == []
+
+
+@pytest.mark.parametrize("command", sorted(TRAINING_COMMANDS))
+def test_every_training_command_prints_its_help(command, capsys):
+    # argparse expands `%` in help texts: a bare one ("15%") broke `--help` with "incomplete format"
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0 and out.startswith(f"usage: realm-hf {command}") and "--help" in out
 
 
 @pytest.mark.parametrize(

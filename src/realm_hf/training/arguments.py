@@ -268,7 +268,7 @@ class PretrainingArguments:
 class MlmArguments:
     """Masked-LM training of the encoder's start (`realm-hf mlm`)."""
 
-    mlm_probability: float = field(default=0.15, metadata={"help": "Share of wordpieces (or words) masked, BERT's 15%."})
+    mlm_probability: float = field(default=0.15, metadata={"help": "Share of wordpieces (or words) masked (BERT: 0.15)."})
     whole_word_masking: bool = field(default=False, metadata={"help": "Mask whole words (all ## pieces together)."})
     mlm_max_length: int | None = field(
         default=None, metadata={"help": "Wordpieces per example, blocks cut to it (default: block_length)."}
