@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--eval-steps", type=int, default=50)
     parser.add_argument("--patience", type=int, default=3)
+    parser.add_argument("--rows", default="minilm,mlm", help="which readers to run (two processes may split them)")
     parser.add_argument("--work", default="outputs/bench-reader")
     parser.add_argument("--output", default="benchmarks/results/reader-convergence-cpu")
     args = parser.parse_args(argv)
@@ -189,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
                      "mlm": args.mlm, "questions": {name: count_lines(path) for name, path in questions.items()}},
         "rows": {},
     }
-    for name, encoder in (("MiniLM as it comes", "minilm"), ("MLM-trained MiniLM", args.mlm)):
-        slug = "minilm" if encoder == "minilm" else "mlm"
-        result["rows"][name] = run_row(args, slug, encoder, questions, log)
+    rows = {"minilm": ("MiniLM as it comes", "minilm"), "mlm": ("MLM-trained MiniLM", args.mlm)}
+    for slug in ("minilm", "mlm"):
+        name, encoder = rows[slug]
+        if slug in args.rows.split(",") or os.path.isfile(os.path.join(args.work, f"eval-{slug}.json")):
+            result["rows"][name] = run_row(args, slug, encoder, questions, log)
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
         with open(args.output + ".json", "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
