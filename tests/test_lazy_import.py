@@ -35,6 +35,7 @@ def run_python(code: str, cwd: str | None = None) -> str:
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "could not register" not in done.stderr, done.stderr[-3000:]  # registration met a half-made module
     return done.stdout
 
 
@@ -195,3 +196,25 @@ def test_no_import_hook_is_installed():
         """
     )
     assert out.split("\n")[0] == "['transformers.utils.import_utils'] True"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # a realm_hf module that imports transformers' models while realm_hf's own models are half-made
+        "from realm_hf.modeling.knowledge_encoder import RealmKnowledgeEncoder",
+        "import realm_hf.training.loop",
+        "from realm_hf.retrieval import load_retriever",
+    ],
+)
+def test_registration_waits_for_half_made_modules(model_dir, code):
+    """Registering while realm_hf's models (or transformers' modules) are still being imported met them half-made
+    ("realm_hf could not register its models ... partially initialized module"); it waits for them instead."""
+    out = run_python(
+        f"""
+        {code}
+        from transformers import AutoConfig, AutoTokenizer
+        print(type(AutoConfig.from_pretrained({model_dir!r})).__name__)
+        """
+    )
+    assert out.split("\n")[0] == "RealmRetrieverConfig"

@@ -44,6 +44,8 @@ _LOADED_WHEN = {
 }
 """What gets registered -> (module, a name it defines once loaded) of either side: transformers' module it extends, or
 realm_hf's classes. When one side is loaded, loading the other costs little (torch is already there for the models)."""
+_REGISTRATION_IMPORTS = (f"{PACKAGE}.configuration", f"{PACKAGE}.modeling", f"{PACKAGE}.pipelines")
+"""realm_hf's modules that registering imports (`_register`)."""
 _registered: set[str] = set()
 _registering = threading.Lock()
 """Held while a part registers: registering imports transformers modules, whose binding must not re-enter."""
@@ -84,15 +86,16 @@ def _initializing(module: types.ModuleType) -> bool:
 
 def register_what_is_loaded() -> None:
     """Register each part whose transformers module, or whose realm_hf classes, are loaded already (so registering
-    imports little that the program has not). Waits (does nothing) while a transformers module is still running its
-    body: registering imports more of transformers, which would meet that module half-made. Failures are logged, not
-    raised: they would surface in an unrelated import statement."""
+    imports little that the program has not). Waits (does nothing) while a module that registering imports (of
+    transformers, or realm_hf's configuration, models and pipelines) is still running its body: registering would
+    meet it half-made (the next import of transformers, or use of a realm_hf name, registers then). Failures are logged, not raised: they would
+    surface in an unrelated import statement."""
     parts = [
         part
         for part, sides in _LOADED_WHEN.items()
         if part not in _registered and any(_loaded(module, name) for module, name in sides)
     ]
-    if parts and not any(_initializing(module) for module in _transformers_modules()):
+    if parts and not any(_initializing(module) for module in _modules_of("transformers", *_REGISTRATION_IMPORTS)):
         if not _registering.acquire(blocking=False):
             return  # called again from an import that registering made (or from another thread registering now)
         try:
@@ -156,12 +159,10 @@ def _watched_class(lazy_class: type) -> type:
     return WatchedByRealmHF
 
 
-def _transformers_modules() -> list[types.ModuleType]:
-    return [
-        module
-        for name, module in list(sys.modules.items())
-        if name == "transformers" or name.startswith("transformers.")
-    ]
+def _modules_of(*packages: str) -> list[types.ModuleType]:
+    """The loaded modules of `packages` (each package and its submodules)."""
+    prefixes = tuple(f"{package}." for package in packages)
+    return [module for name, module in list(sys.modules.items()) if name in packages or name.startswith(prefixes)]
 
 
 def watch_transformers() -> None:
@@ -179,5 +180,5 @@ def watch_transformers() -> None:
     if type(sys.modules["transformers"]) is types.ModuleType:
         return  # not transformers' lazy module: nothing to watch, registration stays explicit
     _lazy_class = _lazy_class or type(sys.modules["transformers"])
-    for module in _transformers_modules():
+    for module in _modules_of("transformers"):
         _watch(module)
