@@ -4,21 +4,12 @@ writes: a REALM pre-training `final/`, an ICT `final/` and an Open-QA fine-tunin
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
-
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def realm_hf_command(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
-    """`realm-hf ARGS` in a new process: the console script next to this interpreter (what `pip install` made)."""
-    script = os.path.join(os.path.dirname(sys.executable), "realm-hf")
-    command = [script] if os.path.exists(script) else [sys.executable, "-m", "realm_hf.cli"]
-    return subprocess.run([*command, *args], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=300)
+from cli_helpers import ENV, realm_hf_command
 
 
 @pytest.mark.parametrize(
