@@ -23,6 +23,40 @@ def tiny_bert() -> dict:
     return dict(TINY_BERT)
 
 
+@pytest.fixture(scope="session")
+def qa_data_files(tmp_path_factory) -> dict[str, str]:
+    """Synthetic articles, questions and the tiny fine-tuning config (tests/training_outputs.py)."""
+    from training_outputs import write_qa_data
+
+    return write_qa_data(tmp_path_factory.mktemp("qa_data"))
+
+
+@pytest.fixture(scope="session")
+def pretrain_output(tmp_path_factory):
+    """`<out>/final` of a 2-step `realm-hf pretrain` of examples/configs/cpu-tiny.yaml."""
+    pytest.importorskip("spacy")
+    pytest.importorskip("faiss")
+    from training_outputs import make_pretrain_output
+
+    return make_pretrain_output(tmp_path_factory.mktemp("pretrain_output") / "run")
+
+
+@pytest.fixture(scope="session")
+def ict_output(tmp_path_factory):
+    """`<out>/final` of a 2-step `realm-hf ict` of examples/configs/ict-cpu-tiny.yaml."""
+    from training_outputs import make_ict_output
+
+    return make_ict_output(tmp_path_factory.mktemp("ict_output") / "run")
+
+
+@pytest.fixture(scope="session")
+def finetune_output(tmp_path_factory, qa_data_files):
+    """`<out>/final` of a 2-step `realm-hf finetune` on the synthetic questions."""
+    from training_outputs import make_finetune_output
+
+    return make_finetune_output(tmp_path_factory.mktemp("finetune_output") / "run", qa_data_files)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

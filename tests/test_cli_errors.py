@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from cli_helpers import realm_hf_command
 from openqa_helpers import ARTICLES, QUESTIONS, write_jsonl
 
 from realm_hf.cli import main
@@ -178,3 +179,59 @@ def test_demo_refuses_an_empty_question_before_any_work(tmp_path, capsys):
     assert main(["demo", "--recipe", "wikipedia-qa", "--output", str(output), "--question", "who wrote hamlet", "--question", " "]) == 2
     assert "question 2 is empty" in error_line(capsys, "demo")
     assert not output.exists()
+
+
+# ------------------------------------------------------------------- a model folder of the wrong kind, or not there
+@pytest.mark.parametrize("command", ["ask", "evaluate"])
+def test_a_pretraining_output_given_to_an_open_qa_command(command, pretrain_output, data):
+    """A fresh `realm-hf` process: one line saying what the folder is and what to use, none of transformers' lines."""
+    final = str(pretrain_output)
+    args = ["ask", "who wrote hamlet", "--model", final] if command == "ask" else [
+        "evaluate", "--model", final, "--qa_file", data["qa"]]
+    done = realm_hf_command(*args)
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert lines[0].startswith(f"realm-hf {command}: error: --model {final!r} is a REALM pre-training output")
+    assert "pipeline(\"realm-fill-mask\"" in lines[0] and f"realm-hf finetune --model {final}" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "command, model, writer",
+    [
+        ("ask", "outputs/demo-wikipedia-qa/openqa/final", "realm-hf demo --recipe wikipedia-qa"),
+        ("evaluate", "outputs/demo-wikipedia-qa/openqa/final", "realm-hf demo --recipe wikipedia-qa"),
+        ("ask", "outputs/demo/realm/final", "realm-hf demo"),
+    ],
+)
+def test_a_demo_model_not_made_yet_names_the_command_that_makes_it(command, model, writer, data, tmp_path, capsys,
+                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["ask", "who wrote hamlet", "--model", model] if command == "ask" else [
+        "evaluate", "--model", model, "--qa_file", data["qa"]]
+    assert main(args) == 2
+    line = error_line(capsys, command)
+    assert f"--model {model!r}: no such directory yet; `{writer}` writes it" in line
+
+
+def test_a_missing_final_folder_names_the_training_that_writes_it(tmp_path, capsys):
+    model = str(tmp_path / "my-run" / "final")
+    assert main(["ask", "who wrote hamlet", "--model", model]) == 2
+    line = error_line(capsys, "ask")
+    assert f"--output_dir {tmp_path / 'my-run'}" in line and "realm-hf finetune" in line
+
+
+def test_search_with_another_model_than_the_one_that_built_the_index(pretrain_output, capsys):
+    """The default `--model minilm` (384 dims) on a trained model's index (128): the fix is that model's folder."""
+    index = str(pretrain_output / "index")
+    assert main(["search", "--index", index, "who wrote hamlet"]) == 2
+    line = error_line(capsys, "search")
+    assert "'minilm' embeds queries in 384 dims" in line and "128-dim model (doc-tower fingerprint " in line
+    assert line.endswith(f"--model {pretrain_output}.")
+    assert "RealmIndex.build" not in line
+
+
+def test_search_with_the_model_that_built_the_index(pretrain_output, capsys):
+    assert main(["search", "--index", str(pretrain_output / "index"), "--model", str(pretrain_output), "-k", "2",
+                 "who wrote hamlet"]) == 0
+    assert "1. [" in capsys.readouterr().out

@@ -102,3 +102,24 @@ def test_the_readme_names_the_job_scripts_that_exist():
     assert [s for s in scripts if not os.path.isfile(os.path.join(root, "examples", s))] == []
     for job, script in JOB_SCRIPTS.items():  # the README's job -> script table
         assert f"{job} -> examples/{script}" in " ".join(readme.replace("#", " ").split())
+
+
+def test_the_top_level_help_describes_each_demo_with_its_own_options():
+    """`realm-hf --help` listed the Wikipedia demo's options and steps for the default demo (the knowledge demo): each
+    `realm-hf demo` line names options of the recipe it describes, and the folders that demo writes."""
+    import argparse
+
+    from realm_hf.cli import __doc__ as top_help
+    from realm_hf.cli import build_parser
+
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    groups = {group.title: {o for a in group._group_actions for o in a.option_strings}
+              for group in subparsers.choices["demo"]._action_groups}
+    lines = [line.strip() for line in top_help.splitlines() if line.strip().startswith("realm-hf demo")]
+    assert len(lines) == 3, lines
+    for line in lines:
+        recipe = "wikipedia-qa" if "--recipe wikipedia-qa" in line else "knowledge"
+        options = set(re.findall(r"--[a-z-]+", line)) - {"--recipe", "--output"}
+        assert options and options <= groups[f"--recipe {recipe}"], (line, groups)
+    assert "outputs/demo/realm/final" in top_help and "outputs/demo-wikipedia-qa/openqa/final" in top_help
+    assert "outputs/demo/openqa" not in top_help  # no demo writes it

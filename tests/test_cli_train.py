@@ -11,8 +11,9 @@ import runpy
 import sys
 
 import pytest
-from openqa_helpers import ARTICLES, QUESTIONS, write_jsonl
+from openqa_helpers import QUESTIONS
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
+from training_outputs import write_qa_data
 
 from realm_hf.cli import main
 from realm_hf.hub import collect_training_facts
@@ -21,36 +22,10 @@ from realm_hf.training import entry_points
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 CONFIGS = os.path.join(EXAMPLES, "configs")
 
-# the Open-QA settings of tests/training/test_openqa.py, as a YAML config
-FINETUNE_CONFIG = """\
-max_steps: 30
-per_device_batch_size: 5
-learning_rate: 0.002
-logging_steps: 1
-save_steps: 0
-report_to: none
-random_init: true
-pooling: mean
-projection_size: 16
-block_length: 64
-query_max_length: 32
-joined_max_length: 96
-index_type: torch-exact
-embed_dtype: float32
-embed_batch_size: 8
-top_k: 3
-eval_batch_size: 4
-"""
-
 
 @pytest.fixture(scope="module")
 def qa_data(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("cli_train_data")
-    corpus = write_jsonl(directory / "articles.jsonl", ARTICLES)
-    qa = write_jsonl(directory / "qa.jsonl", QUESTIONS)
-    config = directory / "openqa-tiny.yaml"
-    config.write_text(FINETUNE_CONFIG + f"corpus: {corpus}\ntrain_file: {qa}\neval_file: {qa}\n")
-    return {"corpus": corpus, "qa": qa, "config": str(config)}
+    return write_qa_data(tmp_path_factory.mktemp("cli_train_data"))
 
 
 @pytest.fixture(scope="module")

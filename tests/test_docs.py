@@ -49,3 +49,13 @@ def test_local_links_resolve(page: Path):
 @pytest.mark.parametrize("page,line,code", BLOCKS)
 def test_docs_block_runs(page, line, code, docs_workdir, monkeypatch):
     run_block(page, line, code, docs_workdir, monkeypatch)
+
+
+TRACKER_OR_LEASE = re.compile(r"\bissue \d+|lent machine|per upload|device time ran out", re.IGNORECASE)
+"""What a page for users must not lean on: the project's issue numbers, the limits of a machine a run was lent."""
+
+
+@pytest.mark.parametrize("page", [page for page in DOCS if page.name != "results.md"], ids=lambda page: page.name)
+def test_pages_say_what_was_run_without_issue_numbers_or_lease_limits(page: Path):
+    found = [line for line in page.read_text(encoding="utf-8").splitlines() if TRACKER_OR_LEASE.search(line)]
+    assert found == [], f"{page.name}: say what was run, on what machine, for how long: {found}"

@@ -154,3 +154,59 @@ def test_bm25s_debug_lines_stay_out_of_the_log():
     assert result.returncode == 0, result.stderr
     assert "Built BM25 over 2 blocks" in result.stderr  # our own INFO line
     assert "bm25s:" not in result.stderr, result.stderr
+
+
+def test_the_log_drops_accelerates_shared_tensor_notice_and_nothing_else():
+    """accelerate warns "Removed shared tensor {...} while saving" at every checkpoint of a model with tied weights
+    (21 times in a 140-step run); the log of a realm-hf command drops exactly that line (and shows it with -v)."""
+    script = (
+        "from accelerate.logging import get_logger\n"
+        "from accelerate import PartialState\n"
+        "from realm_hf.utils.quiet import configure_logging\n"
+        "configure_logging({verbose})\n"
+        "PartialState()\n"
+        "logger = get_logger('accelerate.utils.other')\n"
+        "logger.warning(\"Removed shared tensor {{'encoder.mlm_head.predictions.decoder.weight'}} while saving. This \"\n"
+        "               \"should be OK, but check by verifying that you don't receive any warning while reloading\")\n"
+        "logger.warning('another accelerate warning')\n"
+    )
+    shown = {}
+    for verbose in (False, True):
+        result = subprocess.run(
+            [sys.executable, "-c", script.format(verbose=verbose)], capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        shown[verbose] = {m for m in ("Removed shared tensor", "another accelerate warning") if m in result.stderr}
+    assert shown[False] == {"another accelerate warning"}, shown
+    assert shown[True] == {"Removed shared tensor", "another accelerate warning"}, shown
+
+
+def test_search_with_a_model_directory_prints_no_model_type_warning(tmp_path):
+    """`realm-hf search --model <dir>` read the tokenizer through an AutoConfig that did not know the REALM types yet:
+    "You are using a model of type `realm_retriever` to instantiate a model of type ``"."""
+    from cli_helpers import realm_hf_command
+
+    from realm_hf import RealmRetriever, RealmRetrieverConfig
+    from realm_hf.corpus import split_into_blocks
+    from realm_hf.index import RealmIndex
+
+    tokenizer_dir = _minilm_path()
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    bert = dict(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                intermediate_size=64, max_position_embeddings=128)
+    retriever = RealmRetriever(RealmRetrieverConfig(bert_config=bert, projection_size=8, query_max_length=32,
+                                                    block_max_length=64)).eval()
+    model = tmp_path / "retriever"
+    retriever.save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    blocks = split_into_blocks(
+        [{"id": "a", "title": "Hamlet", "text": "Hamlet is a tragedy written by William Shakespeare."}], tokenizer,
+        max_length=64,
+    )
+    RealmIndex.build(blocks, retriever, tokenizer=tokenizer, index_type="Flat").save_pretrained(model / "index")
+    done = realm_hf_command("search", "--index", str(model / "index"), "--model", str(model), "-k", "1", "who wrote hamlet")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[Hamlet]" in done.stdout
+    assert "to instantiate a model of type" not in done.stderr, done.stderr

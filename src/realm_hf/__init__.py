@@ -1,27 +1,20 @@
 """realm_hf: REALM (Retrieval-Augmented Language Model pre-training) for the Hugging Face ecosystem.
 
-`import realm_hf` is cheap: it imports none of torch, transformers, datasets or faiss. Each public name is imported
-from its submodule on first access (`from realm_hf import RealmRetriever` loads the models then); the subpackages
-(`realm_hf.index`, `realm_hf.corpus`, ...) work the same way.
+`import realm_hf` is cheap: it imports transformers' lazy top-level module and none of torch, datasets or faiss. Each
+public name is imported from its submodule on first access (`from realm_hf import RealmRetriever` loads the models
+then); the subpackages (`realm_hf.index`, `realm_hf.corpus`, ...) work the same way.
 
-Registration with transformers: the configs with `AutoConfig`, the models with `AutoModel` and the pipelines
-"open-domain-question-answering" (short name "realm-open-qa") and "realm-fill-mask" with `transformers.pipeline`,
-through transformers' public registration API (`realm_hf.registration`). It happens
-
-- at `import realm_hf`, for what transformers has already loaded: `from transformers import pipeline` (or
-  `AutoModel`) then `import realm_hf` registers the tasks (or the models) at once;
-- when a name is taken from `realm_hf` (`from realm_hf import RealmForOpenQA`), for what transformers has loaded by
-  then and for the classes the name loaded (a model name registers the configs and the models);
-- or explicitly, all of it: `realm_hf.register_auto_classes()`.
-
-transformers offers no deferred registration (its Auto mappings take classes, not names), so `import realm_hf`
-*before* transformers registers nothing yet: import transformers first, use a realm_hf name, or call
-`register_auto_classes()`.
+Registration with transformers, in either import order: the configs with `AutoConfig`, the models with `AutoModel`
+and the pipelines "open-domain-question-answering" (short name "realm-open-qa") and "realm-fill-mask" with
+`transformers.pipeline`, through transformers' public registration API (`realm_hf.registration`). Each part is
+registered as soon as transformers has loaded the module it extends: at `import realm_hf` for what is loaded then,
+later by the import that loads it (`import realm_hf` then `from transformers import pipeline` registers the tasks
+before that line returns). `realm_hf.register_auto_classes()` registers everything at once.
 """
 
 from __future__ import annotations
 
-from .registration import register_auto_classes, register_what_is_loaded
+from .registration import register_auto_classes, register_what_is_loaded, watch_transformers
 from .utils.lazy import lazy_exports
 
 
@@ -56,3 +49,4 @@ def __getattr__(name: str):
 
 
 register_what_is_loaded()
+watch_transformers()  # what transformers loads later registers then (realm_hf.registration)

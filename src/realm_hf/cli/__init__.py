@@ -1,8 +1,13 @@
 """The `realm-hf` command.
 
-    realm-hf demo [--output DIR] [--max-articles N] [--pretrain-steps N] [--reading-steps N] [--finetune-steps N]
-                                              pre-train, read, fine-tune, answer on the embedded corpus (CPU, minutes)
-    realm-hf demo --retrieval-only            only index the embedded corpus with MiniLM and retrieve with provenance
+    realm-hf demo [--output DIR] [--entities N] [--steps N] [--init minilm-cls|minilm|tiny]
+                                              REALM pre-training on a synthetic knowledge corpus, retriever trained vs
+                                              frozen: documents retrieved and blanks filled, before and after (CPU,
+                                              about 5 minutes; outputs/demo/realm/final, outputs/demo/control/final)
+    realm-hf demo --recipe wikipedia-qa [--max-articles N] [--pretrain-steps N] [--finetune-steps N]
+                                              pre-train, read, fine-tune, answer on the embedded Wikipedia lead sections
+                                              (CPU, tens of minutes; outputs/demo-wikipedia-qa/openqa/final)
+    realm-hf demo --recipe wikipedia-qa --retrieval-only   only index the embedded corpus with MiniLM and retrieve
     realm-hf build-index --corpus ... --model ... --output DIR [--index-type Flat]
     realm-hf search --index DIR --model ... "query" ["query" ...] [-k 5]
     realm-hf convert --src OLD_REALM_DIR --output DIR [--kind embedder|encoder|reader|openqa]
@@ -95,7 +100,15 @@ def _run(argv: list[str], command: str | None, rest: list[str], verbose: bool) -
         return convert.run(rest)
     if command in training.TRAINING_COMMANDS:
         configure_logging(verbose=verbose)
-        training.run(command, rest)
+        try:
+            training.run(command, rest)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C: where it stopped and how to resume, not a traceback
+            from tqdm import tqdm
+
+            for bar in list(getattr(tqdm, "_instances", ())):  # the bars the interrupt left open end above the line
+                bar.close()
+            print(training.interrupted_line(argv, command, rest, interrupt), file=sys.stderr)
+            return 130
         return 0
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)

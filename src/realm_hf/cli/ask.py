@@ -6,9 +6,13 @@ import argparse
 import sys
 
 from ..validation import UsageError, check_index_dir, check_model, check_positive, check_texts
+from .model_dirs import check_open_qa_model_dir
 from .output import print_answers
 
-OPEN_QA_MODELS = "a RealmForOpenQA directory (e.g. <finetune output_dir>/final or outputs/demo/openqa/final) or Hub id"
+OPEN_QA_MODELS = (
+    "a RealmForOpenQA directory (e.g. <finetune output_dir>/final, or outputs/demo-wikipedia-qa/openqa/final of "
+    "`realm-hf demo --recipe wikipedia-qa`) or Hub id"
+)
 """What `--model` of `ask` takes (named in its errors)."""
 
 
@@ -41,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     questions = [] if args.interactive else check_texts(
         args.question, "question", 'realm-hf ask "who wrote hamlet" --model DIR (or --interactive)'
     )
+    check_open_qa_model_dir(args.model, "--model")
     check_model(args.model, "--model", OPEN_QA_MODELS)
     if args.index is not None:
         check_index_dir(args.index, "--index")

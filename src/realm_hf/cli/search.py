@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 
-from ..validation import check_index_dir, check_model, check_positive, check_texts
+from ..validation import UsageError, check_index_dir, check_model, check_positive, check_texts
 from .build_index import RETRIEVER_MODELS
 from .output import print_hits
+
 
 def add_parser(subparsers) -> None:
     """The `search` subcommand and its options."""
@@ -31,5 +33,27 @@ def run(args: argparse.Namespace) -> None:
 
     index = RealmIndex.from_pretrained(args.index)
     retriever, tokenizer = load_retriever(args.model)
+    check_query_tower_fits(retriever.config.embedding_size, index.manifest, args.index, args.model)
     for query, hits in zip(queries, search(index, retriever, tokenizer, queries, args.top_k)):
         print_hits(query, hits)
+
+
+def _model_around(index_dir: str) -> str | None:
+    """The model folder an index sits in (`<model>/index`, as trainers and `realm-hf demo` write it), or None."""
+    parent = os.path.dirname(os.path.normpath(index_dir))
+    holds_model = any(os.path.isfile(os.path.join(parent, *sub, "config.json")) for sub in ((), ("retriever",)))
+    return (parent or ".") if holds_model else None
+
+
+def check_query_tower_fits(query_dim: int, manifest, index_dir: str, model: str) -> None:
+    """A one-line [`UsageError`] when `--model` embeds queries in other dims than the index's: the fix is the model
+    that built the index (named when the index sits in its folder; its doc-tower fingerprint otherwise)."""
+    if query_dim == manifest.dim:
+        return
+    builder = _model_around(index_dir)
+    fingerprint = f" (doc-tower fingerprint {manifest.fingerprint[:12]})" if manifest.fingerprint else ""
+    fix = f"--model {builder}" if builder is not None else "--model <the model that built it>"
+    raise UsageError(
+        f"--model {model!r} embeds queries in {query_dim} dims but the index {index_dir!r} was built by a "
+        f"{manifest.dim}-dim model{fingerprint}; search it with the model that built it: {fix}."
+    )

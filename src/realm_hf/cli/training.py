@@ -3,6 +3,7 @@ examples/*.py (dataclass fields parsed by `realm_hf.training.entry_points`, not 
 
 from __future__ import annotations
 
+import os
 
 TRAINING_COMMANDS = {
     "pretrain": "REALM pre-training with asynchronous index refresh (see `realm-hf pretrain --help`).",
@@ -21,8 +22,91 @@ def add_parsers(subparsers) -> None:
         subparsers.add_parser(name, help=help_text, add_help=False)
 
 
+def _option_value(argv: list[str], option: str) -> str | None:
+    """The value of `option` on the command line (`--option VALUE` or `--option=VALUE`; the last one wins)."""
+    value = None
+    for position, argument in enumerate(argv):
+        if argument == option and position + 1 < len(argv):
+            value = argv[position + 1]
+        elif argument.startswith(option + "="):
+            value = argument[len(option) + 1 :]
+    return value
+
+
 def run(command: str, argv: list[str]) -> None:
     """`realm-hf pretrain | ict | finetune | evaluate ARGS`: the entry point the example script of the job calls."""
     from ..training.entry_points import ENTRY_POINTS
 
+    if command == "evaluate" and (model := _option_value(argv, "--model")) is not None:
+        from .model_dirs import check_open_qa_model_dir
+
+        check_open_qa_model_dir(model, "--model")  # before transformers reads a pre-training output as one
+
     ENTRY_POINTS[command](argv, prog=f"realm-hf {command}")
+
+
+def _output_dir(argv: list[str]) -> str | None:
+    """`--output_dir` of a training command line, or of its `--config` file."""
+    value = _option_value(argv, "--output_dir")
+    config = _option_value(argv, "--config")
+    if value is None and config is not None and os.path.isfile(config):
+        import yaml
+
+        with open(config, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f)
+        value = loaded.get("output_dir") if isinstance(loaded, dict) else None
+    return value
+
+
+def _interrupted_loop(interrupt: BaseException):
+    """The training loop whose `train()` the interrupt stopped (found in the traceback's frames), or None when the
+    interrupt came before the loop was made (data preparation, model loading)."""
+    from ..training.loop import TrainingLoop
+
+    found, frame = None, interrupt.__traceback__
+    while frame is not None:
+        candidate = frame.tb_frame.f_locals.get("self")
+        if isinstance(candidate, TrainingLoop):
+            found = candidate
+        frame = frame.tb_next
+    return found
+
+
+def interrupted_line(argv: list[str], command: str, rest: list[str], interrupt: BaseException) -> str:
+    """
+    The one line printed for Ctrl-C during `realm-hf COMMAND`: the step reached, the last complete checkpoint (or
+    none) and the command that resumes from it.
+
+    Args:
+        argv (`list[str]`): The whole command line after `realm-hf` (global flags included), to repeat in the resume
+            command.
+        command (`str`): The training command.
+        rest (`list[str]`): Its arguments.
+        interrupt (`BaseException`): The `KeyboardInterrupt`.
+    """
+    import shlex
+
+    from ..training.loop import latest_checkpoint
+
+    loop = _interrupted_loop(interrupt)
+    if command not in ("pretrain", "ict", "mlm", "finetune"):
+        return f"realm-hf {command}: interrupted."
+    output_dir = loop.args.output_dir if loop is not None else _output_dir(rest)
+    checkpoint = latest_checkpoint(output_dir) if output_dir and os.path.isdir(output_dir) else None
+    kept, skip = [], False
+    for argument in argv:  # the same command line, with --resume_from_checkpoint latest
+        if skip or argument.startswith("--resume_from_checkpoint="):
+            skip = False
+            continue
+        if argument == "--resume_from_checkpoint":
+            skip = True
+            continue
+        kept.append(argument)
+    resume = shlex.join(["realm-hf", *kept, "--resume_from_checkpoint", "latest"])
+    where = f"at step {loop.step} of {loop.args.max_steps}" if loop is not None else "before the first step"
+    if checkpoint is None:
+        return (
+            f"realm-hf {command}: interrupted {where}; no checkpoint saved yet (--save_steps N saves every N steps), "
+            f"so `{resume}` starts again from step 0."
+        )
+    return f"realm-hf {command}: interrupted {where}; last checkpoint {checkpoint}; resume with: {resume}"

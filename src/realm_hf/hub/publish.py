@@ -136,6 +136,9 @@ def publish(
     """
     from transformers import AutoConfig
 
+    from ..configuration import register_configs
+
+    register_configs()  # AutoConfig reads the configs below by their model_type, whatever the caller imported
     model_dir = os.path.abspath(os.fspath(model_dir))
     kind, config_dirs = _model_kind(model_dir)
     card_kind = "open_qa" if kind == "open_qa" else "pretrained"

@@ -168,11 +168,22 @@ class ProgressBarSafeHandler(logging.StreamHandler):
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 
 
+SHARED_TENSOR_NOTICE = ("accelerate.utils.other", "Removed shared tensor ")
+"""(logger, words of the message; accelerate prefixes "[RANK n] ") of accelerate's warning at every checkpoint (`save_state`) of a model with tied weights:
+REALM's masked-LM decoder is the word embeddings, safetensors keeps one copy of them, and loading ties them again."""
+
+
+def _not_shared_tensor_notice(record: logging.LogRecord) -> bool:
+    logger_name, words = SHARED_TENSOR_NOTICE
+    return not (record.name == logger_name and words in record.getMessage())
+
+
 def configure_logging(verbose: bool = False) -> None:
     """
     The log of a realm_hf command or example script: realm_hf's own INFO lines, other libraries' only from WARNING
     (`datasets` announces at INFO which of JAX / TensorFlow it found, accelerate its set-up), each line on its own
-    under the progress bars ([`ProgressBarSafeHandler`]). `verbose`: everything from DEBUG. Like `logging.basicConfig`,
+    under the progress bars ([`ProgressBarSafeHandler`]), without accelerate's "Removed shared tensor" notice of every
+    checkpoint (`SHARED_TENSOR_NOTICE`). `verbose`: everything from DEBUG, that notice too. Like `logging.basicConfig`,
     it leaves the logging of a program that configured its own (a root logger with handlers) as it is.
 
     Args:
@@ -180,8 +191,9 @@ def configure_logging(verbose: bool = False) -> None:
     """
     if logging.getLogger().handlers:
         return
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING, format=LOG_FORMAT, handlers=[ProgressBarSafeHandler()]
-    )
+    handler = ProgressBarSafeHandler()
+    if not verbose:
+        handler.addFilter(_not_shared_tensor_notice)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format=LOG_FORMAT, handlers=[handler])
     if not verbose and logging.getLogger("realm_hf").level == logging.NOTSET:
         logging.getLogger("realm_hf").setLevel(logging.INFO)
