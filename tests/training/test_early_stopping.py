@@ -3,7 +3,7 @@
 import pytest
 
 from realm_hf.training import LoopArguments
-from realm_hf.training.loop import EarlyStopping
+from realm_hf.training.early_stopping import EarlyStopping
 
 
 def test_a_loss_is_minimized_and_patience_counts_flat_evaluations():

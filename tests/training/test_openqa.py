@@ -350,7 +350,7 @@ def test_held_out_loss_is_evaluated_and_early_stopping_ends_a_flat_run(tmp_path,
     trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=30)
     # a threshold no change reaches: the second evaluation is already "flat", so training stops at step 4
     trainer.args.eval_steps = 2
-    from realm_hf.training.loop import EarlyStopping
+    from realm_hf.training.early_stopping import EarlyStopping
 
     trainer.early_stopping = EarlyStopping("answerable_loss", patience=1, threshold=100.0)
     history = trainer.train()

@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from ..index.atomic import publish_directory, write_json_atomic
 from ..registration import register_what_is_loaded
 from .arguments import LoopArguments
+from .early_stopping import EarlyStopping
 from .precision import resolve_mixed_precision
 
 logger = logging.getLogger(__name__)
@@ -123,50 +124,6 @@ def _group_schedule(
     until the trainer decides that the group starts learning, e.g. the retriever's utility gate)."""
     start = start_step() if callable(start_step) else start_step
     return linear_schedule(step, warmup_steps, total_steps, None if start is None else start * processes)
-
-
-class EarlyStopping:
-    r"""
-    Stop when an evaluation metric has stopped improving: after `patience` evaluations in a row that do not beat the
-    best value by more than `threshold` (names ending in "loss" are minimized, others maximized, as transformers'
-    `metric_for_best_model`). Its state goes into checkpoints, so a resumed run counts on.
-    """
-
-    def __init__(self, metric: str, patience: int, threshold: float = 0.0):
-        self.metric, self.patience, self.threshold = metric, patience, threshold
-        self.lower_is_better = metric.endswith("loss")
-        self.best: float | None = None
-        self.best_step: int | None = None
-        self.evaluations_without_improvement = 0
-        self.stopped_at: int | None = None
-
-    def update(self, step: int, metrics: dict[str, float]) -> bool:
-        """Record the evaluation of `step`; True when training should stop."""
-        if self.metric not in metrics:
-            raise ValueError(
-                f"--early_stopping_metric {self.metric!r} is not among the evaluation's metrics "
-                f"({', '.join(sorted(metrics)) or 'none: is an evaluation set given?'}); pass one of them."
-            )
-        value = float(metrics[self.metric])
-        change = (self.best - value) if self.lower_is_better and self.best is not None else (
-            (value - self.best) if self.best is not None else math.inf
-        )
-        if change > self.threshold:
-            self.best, self.best_step, self.evaluations_without_improvement = value, step, 0
-        else:
-            self.evaluations_without_improvement += 1
-        if self.evaluations_without_improvement >= self.patience:
-            self.stopped_at = step
-        return self.stopped_at is not None
-
-    def state_dict(self) -> dict:
-        return {"metric": self.metric, "best": self.best, "best_step": self.best_step,
-                "evaluations_without_improvement": self.evaluations_without_improvement, "stopped_at": self.stopped_at}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state.get("metric") == self.metric:
-            self.best, self.best_step = state["best"], state["best_step"]
-            self.evaluations_without_improvement = state["evaluations_without_improvement"]
 
 
 class TrainingLoop:
