@@ -23,27 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
-from bench_models import cpu_model
+from bench_models import cpu_model, run_realm_hf as run
 
 STARTS = {
     # name: (realm-hf mlm arguments, learning rates); the scratch run gets a higher body rate (nothing to keep)
     "continued": ["--learning_rate", "1e-4", "--mlm_head_learning_rate", "1e-3"],
     "scratch": ["--from_scratch", "--learning_rate", "5e-4", "--mlm_head_learning_rate", "1e-3"],
 }
-
-
-def run(command: list[str], log: str) -> float:
-    """Run `python -m realm_hf.cli COMMAND`, its output appended to `log`; returns the seconds it took."""
-    began = time.time()
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(f"\n$ realm-hf {' '.join(command)}\n")
-        f.flush()
-        subprocess.run([sys.executable, "-m", "realm_hf.cli", *command], stdout=f, stderr=subprocess.STDOUT, check=True)
-    return time.time() - began
 
 
 def read_history(directory: str) -> list[dict]:

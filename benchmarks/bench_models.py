@@ -474,6 +474,17 @@ def run_worker(kind: str, case: str, warmup: int, repeats: int) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------- driver
+def run_realm_hf(command: list[str], log: str) -> float:
+    """Run `python -m realm_hf.cli COMMAND` (what `realm-hf COMMAND` runs), its output appended to `log`; returns the
+    seconds it took. Raises `CalledProcessError` when it fails (its output is in `log`)."""
+    began = time.time()
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"\n$ realm-hf {' '.join(command)}\n")
+        f.flush()
+        subprocess.run([sys.executable, "-m", "realm_hf.cli", *command], stdout=f, stderr=subprocess.STDOUT, check=True)
+    return time.time() - began
+
+
 def cpu_model() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):

@@ -24,11 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
-from bench_models import cpu_model
+from bench_models import cpu_model, run_realm_hf as run
 
 TRAIN_FILES = ("nq-dev.jsonl[1500:]", "webquestions-train.jsonl", "curatedtrec-train.jsonl", "triviaqa-dev.jsonl")
 
@@ -68,15 +66,6 @@ def answerable_sets(args: argparse.Namespace) -> dict[str, str]:
 def count_lines(path: str) -> int:
     with open(path, encoding="utf-8") as f:
         return sum(1 for _ in f)
-
-
-def run(command: list[str], log: str) -> float:
-    began = time.time()
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(f"\n$ realm-hf {' '.join(command)}\n")
-        f.flush()
-        subprocess.run([sys.executable, "-m", "realm_hf.cli", *command], stdout=f, stderr=subprocess.STDOUT, check=True)
-    return time.time() - began
 
 
 def run_row(args: argparse.Namespace, name: str, encoder: str, questions: dict[str, str], log: str) -> dict:
