@@ -146,6 +146,8 @@ class MlmTrainer(TrainingLoop):
 
     @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, float]:
+        if not self.accelerator.is_main_process:  # the same held-out batches on every rank: the main one reports
+            return {}
         model = self.unwrapped_model()
         was_training = model.training
         model.eval()
