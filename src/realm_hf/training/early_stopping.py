@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-
 __all__ = ["EarlyStopping"]
 
 
@@ -31,10 +29,11 @@ class EarlyStopping:
                 f"({', '.join(sorted(metrics)) or 'none: is an evaluation set given?'}); pass one of them."
             )
         value = float(metrics[self.metric])
-        change = (self.best - value) if self.lower_is_better and self.best is not None else (
-            (value - self.best) if self.best is not None else math.inf
-        )
-        if change > self.threshold:
+        if self.best is None:
+            improved = True
+        else:
+            improved = (self.best - value if self.lower_is_better else value - self.best) > self.threshold
+        if improved:
             self.best, self.best_step, self.evaluations_without_improvement = value, step, 0
         else:
             self.evaluations_without_improvement += 1
