@@ -317,6 +317,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-entities", type=int, default=2000)
     parser.add_argument("--eval-sentences", type=int, default=400)
     parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--half", choices=("choose", "report"), default="report",
+                        help="Held-out half evaluated: 'choose' to choose a recipe on, 'report' to report it on.")
     parser.add_argument("--set", action="append", default=[], help="Override a recipe value: KEY=VALUE (JSON).")
     parser.add_argument("--output", default=os.path.join(RESULTS, "ablations"), help="Prefix of .json/.md/.png.")
     parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
@@ -356,7 +358,7 @@ def main(argv: list[str] | None = None) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(resolve_bert_path("minilm"))
     blocks = split_into_blocks(task.documents, tokenizer, max_length=KNOWLEDGE_TASK_SHAPES["block_length"])
     eval_examples = held_out_split(
-        held_out_examples(task, tokenizer, KNOWLEDGE_TASK_SHAPES["query_max_length"]), "report", args.eval_sentences
+        held_out_examples(task, tokenizer, KNOWLEDGE_TASK_SHAPES["query_max_length"]), args.half, args.eval_sentences
     )
     tagger = KnowledgeValueTagger(task.values)
     results.update({
@@ -371,12 +373,7 @@ def main(argv: list[str] | None = None) -> dict:
             continue
         seed_work = os.path.join(work, f"seed-{seed}")
         seeded = {**recipe, "model": save_random_models(recipe, seed_work, tokenizer)}
-        began = time.time()
-        ict_dir = run_ict(seeded, paths["corpus"], seed_work, seed)
-        warmup_dir, _ = run_reading_warmup(seeded, paths, seed_work, ict_dir, seed, tagger, eval_examples,
-                                           evaluate=False)
-        start = {"ict_dir": ict_dir, "warmup_dir": warmup_dir, "retriever": seeded["model"]["retriever"],
-                 "seconds": round(time.time() - began, 1)}
+        start = warm_start(seeded, paths, seed_work, seed, tagger, eval_examples)
         if "full" in todo:  # first: the swaps read its models
             todo.remove("full")
             todo.insert(0, "full")
@@ -387,6 +384,28 @@ def main(argv: list[str] | None = None) -> dict:
             write_all(results, args.output, with_plot=False)
     plot(results, args.output + ".png")
     return results
+
+
+def warm_start(recipe: dict, paths: dict, seed_work: str, seed: int, tagger, eval_examples) -> dict:
+    """The seed's ICT warm start and reading warm-up, or those a `--work-dir` kept from an earlier run of the same
+    recipe (their time is then the one recorded with them)."""
+    record = os.path.join(seed_work, "warm-start.json")
+    warm = {key: recipe[key] for key in ("model", "random_bert", "ict_steps", "ict_batch_size", "ict_learning_rate",
+                                         "reading_warmup_steps", "reading_warmup_batch_size",
+                                         "reading_warmup_learning_rate")}
+    if os.path.isfile(record):
+        with open(record, encoding="utf-8") as f:
+            kept = json.load(f)
+        if kept["warm_recipe"] == warm:
+            return kept["start"]
+    began = time.time()
+    ict_dir = run_ict(recipe, paths["corpus"], seed_work, seed)
+    warmup_dir, _ = run_reading_warmup(recipe, paths, seed_work, ict_dir, seed, tagger, eval_examples, evaluate=False)
+    start = {"ict_dir": ict_dir, "warmup_dir": warmup_dir, "retriever": recipe["model"]["retriever"],
+             "seconds": round(time.time() - began, 1)}
+    with open(record, "w", encoding="utf-8") as f:
+        json.dump({"warm_recipe": warm, "start": start}, f, indent=1)
+    return start
 
 
 def write_all(results: dict, output: str, with_plot: bool = True) -> None:

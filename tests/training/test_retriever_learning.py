@@ -6,13 +6,14 @@ import json
 import logging
 
 import pytest
+import torch
 
 pytest.importorskip("spacy")
 pytest.importorskip("faiss")
 
 from test_pretrainer import make_trainer  # noqa: E402
 
-from realm_hf.training.retriever_learning import RetrieverLearningTracker  # noqa: E402
+from realm_hf.training.retriever_learning import RetrieverLearningTracker, retrieval_diversity  # noqa: E402
 
 LOGGERS = ("realm_hf.training.pretrain", "realm_hf.training.loop")
 
@@ -165,6 +166,15 @@ def test_a_collapsing_retrieval_is_warned_about_once_and_summed_up_as_a_warning(
     assert again.summary() == (level, message)
 
 
+def test_a_retrieval_collapsed_from_its_first_learning_steps_is_warned_about():
+    """No fall to measure: the first window is already collapsed (a cold or broken query tower)."""
+    tracker = RetrieverLearningTracker()
+    warnings = _learn(tracker, [0.05] * 40)
+    assert len(warnings) == 1 and "after step 20" in warnings[0]
+    assert "from the first 20 steps the retriever learned in" in warnings[0]
+    assert tracker.summary()[0] == logging.WARNING
+
+
 @pytest.mark.parametrize("diversities", [
     [0.9] * 80,                 # diverse throughout
     [0.3] * 80,                 # a small corpus: few distinct blocks from the start, not a fall
@@ -182,3 +192,12 @@ def test_retrieval_diversity_counts_only_while_the_retriever_learns():
         tracker.record_step(step, learning=False)
         assert tracker.observe_retrieval(step, 0.01) is None
     assert tracker.diversity_start is None
+
+
+def test_retrieval_diversity_is_a_fraction_of_what_the_corpus_allows():
+    every_query_the_same = torch.tensor([[1, 2, 3]] * 8)  # [B=8, K-1=3]
+    assert retrieval_diversity(every_query_the_same, num_blocks=10_000) == pytest.approx(3 / 24)
+    # a corpus of 3 blocks cannot give more than 3 distinct ones: retrieving all of them is as diverse as it gets
+    assert retrieval_diversity(every_query_the_same, num_blocks=3) == 1.0
+    all_different = torch.arange(24).reshape(8, 3)
+    assert retrieval_diversity(all_different, num_blocks=10_000) == 1.0

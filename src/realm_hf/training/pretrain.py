@@ -32,7 +32,7 @@ from .precision import resolve_embed_dtype
 from .pretrain_evaluation import held_out_sentence_figures, zero_shot_recall
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
-from .retriever_learning import RetrieverLearningTracker
+from .retriever_learning import RetrieverLearningTracker, retrieval_diversity
 
 logger = logging.getLogger(__name__)
 
@@ -363,8 +363,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup
         )
         logs = self._retrieval_logs(out, null_index)
-        if not reading_warmup:  # distinct blocks among the retrieved: 1/B when every query retrieves the same ones
-            diversity = self.last_retrieved_ids.unique().numel() / max(1, self.last_retrieved_ids.numel())
+        if not reading_warmup:  # ~1/B when every query retrieves the same blocks
+            diversity = retrieval_diversity(self.last_retrieved_ids, len(self.blocks))
             self._step_diversity.append(diversity)
             logs["retrieved_distinct"] = diversity
         if "ru_top" in logs and self._gate_waiting():

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import logging
 
+import torch
+
 LOW_LEARNING_FRACTION = 0.1
 """Below this fraction of its steps, a run whose retriever learned is summed up as a warning."""
 COLLAPSE_DIVERSITY = 0.25
-"""Retrieval diversity (distinct blocks among a batch's B x (K-1) retrieved ones, as a fraction) below which, over a
-window of `DIVERSITY_WINDOW` learning steps and at under half the diversity of the first window, the retrieval is
-called collapsed: the query tower maps every query to the same few blocks (benchmarks/results/ablations.md: one seed
-of the hard knowledge task, 364 of 400 held-out queries retrieving one block)."""
+"""Retrieval diversity (distinct blocks among a batch's B x (K-1) retrieved ones, as a fraction of the most a corpus of
+its size allows) below which, over a window of `DIVERSITY_WINDOW` learning steps, the retrieval is called collapsed:
+the query tower maps every query to the same few blocks (benchmarks/results/ablations.md: one seed of the hard
+knowledge task, 364 of 400 held-out queries retrieving one block). Whether it fell there or started there: a
+retriever that retrieves the same blocks for every query from its first learning step is collapsed too."""
 DIVERSITY_WINDOW = 20
 
 _FIXES = {
@@ -35,6 +38,14 @@ _WARMUP_ONLY = (
     "This run is a reading warm-up only (reading_warmup_steps >= max_steps): the encoder learns to read and the "
     "retriever is frozen by design; REALM pre-training from its final/encoder is where the retriever learns."
 )
+
+
+def retrieval_diversity(retrieved_ids: torch.Tensor, num_blocks: int) -> float:
+    """Distinct blocks among a batch's retrieved ones (`retrieved_ids`, [B, K-1]), as a fraction of the most there can
+    be: the retrieved blocks, or the corpus's `num_blocks` when it has fewer. About 1/B when every query retrieves the
+    same blocks; 1 when none shares one (or a small corpus is retrieved whole)."""
+    attainable = min(retrieved_ids.numel(), num_blocks)
+    return retrieved_ids.unique().numel() / max(1, attainable)
 
 
 class RetrieverLearningTracker:
@@ -108,8 +119,9 @@ class RetrieverLearningTracker:
             self.reason_frozen = self._holding_knob(step)
 
     def observe_retrieval(self, step: int, diversity: float) -> str | None:
-        """The retrieval diversity of step `step` (distinct retrieved blocks / retrieved blocks, in (0, 1]), recorded
-        while the retriever learns; returns the warning line the first time the retrieval looks collapsed."""
+        """The retrieval diversity of step `step` (distinct retrieved blocks / the most there can be: the retrieved
+        blocks, or the corpus's blocks when it has fewer; in (0, 1]), recorded while the retriever learns; returns the
+        warning line the first time the retrieval looks collapsed."""
         if not self.learning:
             return None
         self._diversity = (self._diversity + [diversity])[-DIVERSITY_WINDOW:]
@@ -118,19 +130,23 @@ class RetrieverLearningTracker:
         self.diversity_end = sum(self._diversity) / DIVERSITY_WINDOW
         if self.diversity_start is None:
             self.diversity_start = self.diversity_end
-        elif self.collapsed_at_step is None and self._collapsed():
+        if self.collapsed_at_step is None and self._collapsed():
             self.collapsed_at_step = step
             return f"{self._collapse_line()} {_COLLAPSE_FIX}"
         return None
 
     def _collapsed(self) -> bool:
-        return self.diversity_end < COLLAPSE_DIVERSITY and self.diversity_end < self.diversity_start / 2
+        return self.diversity_end < COLLAPSE_DIVERSITY
 
     def _collapse_line(self) -> str:
+        if self.diversity_start < COLLAPSE_DIVERSITY:
+            began = f"and did from the first {DIVERSITY_WINDOW} steps the retriever learned in"
+        else:
+            began = f"{self.diversity_start:.0%} when the retriever began to learn"
         return (
             f"The retrieval collapsed after step {self.collapsed_at_step}: a batch's queries retrieve "
-            f"{self.diversity_end:.0%} distinct blocks over the last {DIVERSITY_WINDOW} steps ({self.diversity_start:.0%} "
-            "when the retriever began to learn), so the query tower maps most queries to the same few blocks."
+            f"{self.diversity_end:.0%} distinct blocks over the last {DIVERSITY_WINDOW} steps ({began}), so the query "
+            "tower maps most queries to the same few blocks."
         )
 
     def _holding_knob(self, step: int) -> str:
