@@ -319,6 +319,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-entities", type=int, default=2000)
     parser.add_argument("--eval-sentences", type=int, default=400)
     parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--warm-start-only", action="store_true",
+                        help="Only train (or find in --work-dir) each seed's warm start: for runs that reuse them.")
     parser.add_argument("--half", choices=("choose", "report"), default="report",
                         help="Held-out half evaluated: 'choose' to choose a recipe on, 'report' to report it on.")
     parser.add_argument("--set", action="append", default=[], help="Override a recipe value: KEY=VALUE (JSON).")
@@ -377,6 +379,8 @@ def main(argv: list[str] | None = None) -> dict:
         seed_work = os.path.join(work, f"seed-{seed}")
         seeded = {**recipe, "model": save_random_models(recipe, seed_work, tokenizer)}
         start = warm_start(seeded, paths, seed_work, seed, tagger, eval_examples)
+        if args.warm_start_only:
+            continue
         if "full" in todo:  # first: the swaps read its models
             todo.remove("full")
             todo.insert(0, "full")
@@ -393,9 +397,12 @@ def warm_start(recipe: dict, paths: dict, seed_work: str, seed: int, tagger, eva
     """The seed's ICT warm start and reading warm-up, or those a `--work-dir` kept from an earlier run of the same
     recipe (their time is then the one recorded with them)."""
     record = os.path.join(seed_work, "warm-start.json")
-    warm = {key: recipe[key] for key in ("model", "random_bert", "ict_steps", "ict_batch_size", "ict_learning_rate",
+    warm = {key: recipe[key] for key in ("random_bert", "ict_steps", "ict_batch_size", "ict_learning_rate",
                                          "reading_warmup_steps", "reading_warmup_batch_size",
                                          "reading_warmup_learning_rate")}
+    # the random models' paths are the seed's folder, wherever it is
+    warm["model"] = {k: os.path.relpath(v, seed_work) if isinstance(v, str) and v.startswith(seed_work) else v
+                     for k, v in recipe["model"].items()}
     if os.path.isfile(record):
         with open(record, encoding="utf-8") as f:
             kept = json.load(f)
