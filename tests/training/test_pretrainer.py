@@ -229,7 +229,8 @@ def test_index_versions_share_the_corpus_files_and_another_corpus_in_the_output_
     # the corpus is stored once: every index version (refreshes, the final index) links its files
     assert all(os.path.samefile(corpus / name, version / "blocks" / name) for version in versions for name in arrow)
 
-    loop = LoopArguments(output_dir=str(tmp_path), max_steps=1, report_to="none")
+    # a new run (its outputs deleted) keeps the corpus copy, and checks it before any reuse
+    loop = LoopArguments(output_dir=str(tmp_path), max_steps=1, report_to="none", overwrite_output_dir=True)
     with pytest.raises(ValueError, match="blocks of another corpus"):
         RealmPretrainer(
             loop, ModelArguments(random_init=True),

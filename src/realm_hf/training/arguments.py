@@ -54,6 +54,12 @@ class LoopArguments:
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "A checkpoint directory, or 'latest' for the newest in output_dir."}
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Start afresh in an output_dir that holds another run: its checkpoints, final model, state, "
+                          "history, index versions and logs are deleted first. Without it (or --resume_from_checkpoint) "
+                          "such a directory is refused, so that two runs never mix their outputs."},
+    )
     report_to: str = field(default="tensorboard", metadata={"help": "Accelerate tracker ('tensorboard', 'none', ...)."})
     num_workers: int = field(default=0, metadata={"help": "DataLoader workers."})
 
@@ -67,6 +73,11 @@ class LoopArguments:
             raise ValueError(
                 f"--early_stopping_metric {self.early_stopping_metric} needs evaluations during training: set "
                 "--eval_steps N (and an evaluation set, e.g. --eval_file for fine-tuning)."
+            )
+        if self.overwrite_output_dir and self.resume_from_checkpoint:
+            raise ValueError(
+                f"--overwrite_output_dir deletes the checkpoints that --resume_from_checkpoint "
+                f"{self.resume_from_checkpoint} would resume: pass one of them."
             )
         if self.early_stopping_patience < 1:
             raise ValueError(f"--early_stopping_patience must be at least 1, got {self.early_stopping_patience}.")

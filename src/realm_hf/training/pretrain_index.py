@@ -63,7 +63,7 @@ class PretrainingIndexMixin:
             raise ValueError(
                 f"{self.blocks_dir} holds {len(saved)} blocks of another corpus than this run's {len(self.blocks)} "
                 f"(another --corpus, --max_articles or --block_length in the same output_dir): use a new output_dir, "
-                f"or delete {self.blocks_dir} and the run's index/ and checkpoints to start over."
+                f"or delete {self.blocks_dir} (and pass --overwrite_output_dir) to start over."
             )
         self.blocks = saved
         self.index_root = os.path.join(self.args.output_dir, "index")
