@@ -350,7 +350,11 @@ class OpenQaArguments:
                   "all-MiniLM-L6-v2 with --normalize_embeddings: its training softmax; with 1 the cosines make "
                   "p(z|x) over the top-k nearly uniform). A saved REALM retriever keeps its own."},
     )
-    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+    truncate_questions: bool = field(
+        default=False,
+        metadata={"help": "Cut questions longer than query_max_length (one warning names them) instead of refusing "
+                          "them before training starts."},
+    )
     freeze_retriever: bool = field(
         default=False,
         metadata={"help": "Train the reader alone; the retriever stays as loaded. With few training questions the "
@@ -416,7 +420,11 @@ class OpenQaEvaluationArguments:
     retrieval: str = field(default="dense", metadata={"help": "'dense' or 'bm25' (same reader)."})
     predictions_file: str | None = field(default=None, metadata={"help": "Write per-question predictions (JSONL)."})
     metrics_file: str | None = field(default=None, metadata={"help": "Write the metrics (JSON)."})
-    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+    truncate_questions: bool = field(
+        default=True,
+        metadata={"help": "Cut questions longer than the retriever's query_max_length (one warning names them; the "
+                          "metrics count them as truncated_questions)."},
+    )
     check_fingerprint: bool = field(default=True, metadata={"help": "Refuse an index built by other doc-tower weights."})
     trust_index_file: bool = field(
         default=False,
