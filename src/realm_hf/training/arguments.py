@@ -187,6 +187,14 @@ class PretrainingArguments:
             "is that much slower while a build is in flight, and a build takes its CPU time / the share."
         },
     )
+    refresh_max_staleness: int | None = field(
+        default=None,
+        metadata={
+            "help": "Steps a refresh may take: the trainer waits for a build not swapped in this many steps after it "
+            "was asked for (0: a blocking refresh, swapped in at the step that asks). Every swap then lands at the "
+            "same step whatever the builder's speed, so a run and its resume repeat exactly. Default: never wait."
+        },
+    )
     eval_qa_file: str | None = field(default=None, metadata={"help": "QA JSONL for zero-shot Recall@5."})
     eval_max_questions: int = field(default=200, metadata={"help": "Questions used for Recall@5."})
     eval_answerable_only: bool = field(
@@ -262,6 +270,11 @@ class PretrainingArguments:
             raise ValueError(f"--mask_source_blocks must be a positive number of blocks, got {self.mask_source_blocks}.")
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
+        if self.refresh_max_staleness is not None and self.refresh_max_staleness < 0:
+            raise ValueError(
+                f"--refresh_max_staleness must be 0 or more steps (0: a blocking refresh), got "
+                f"{self.refresh_max_staleness}; leave it out never to wait."
+            )
         if self.refresh_time_share is not None:
             if not 0 < self.refresh_time_share <= 1:
                 raise ValueError(
