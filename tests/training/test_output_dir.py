@@ -76,7 +76,8 @@ def test_fine_tunings_fixed_index_is_kept_for_reuse_when_overwriting(tmp_path):
 def test_resume_latest_without_a_complete_checkpoint_is_refused_instead_of_starting_over(tmp_path):
     run = tmp_path / "run"
     TinyRegressionLoop(loop_arguments(run, max_steps=2, save_steps=0)).train()
-    with pytest.raises(UsageError, match="no complete checkpoint for --resume_from_checkpoint latest.*--overwrite_output_dir"):
+    refused = "no complete checkpoint for --resume_from_checkpoint latest.*--overwrite_output_dir"
+    with pytest.raises(UsageError, match=refused):
         TinyRegressionLoop(loop_arguments(run, max_steps=4, save_steps=0, resume="latest"))
     # a directory without another run's outputs (new, or what a run left before its first checkpoint) is taken
     (tmp_path / "started").mkdir()
@@ -85,7 +86,7 @@ def test_resume_latest_without_a_complete_checkpoint_is_refused_instead_of_start
 
 
 def test_overwriting_and_resuming_at_once_is_refused():
-    with pytest.raises(ValueError, match="--overwrite_output_dir deletes the checkpoints that --resume_from_checkpoint"):
+    with pytest.raises(ValueError, match="--overwrite_output_dir deletes the checkpoints that --resume_from_checkpoint "):
         LoopArguments(output_dir="unused", overwrite_output_dir=True, resume_from_checkpoint="latest")
 
 

@@ -208,7 +208,7 @@ def _open_qa_demo_stage(
     loop_args = LoopArguments(
         output_dir=output, max_steps=max_steps, per_device_batch_size=DEMO_OPEN_QA_BATCH_SIZE, learning_rate=2e-4,
         mixed_precision=shapes["mixed_precision"], logging_steps=logging_steps, save_steps=0, report_to="none",
-        seed=seed, overwrite_output_dir=True,  # a stage not finished starts afresh (what an interrupted attempt left goes)
+        seed=seed, overwrite_output_dir=True,  # a stage not finished starts afresh
     )
     corpus_args = CorpusArguments(
         corpus=corpus_file, block_length=shapes["block_length"], query_max_length=shapes["query_max_length"],
