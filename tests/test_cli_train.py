@@ -71,6 +71,23 @@ def test_evaluate_prints_and_writes_the_metrics(finetuned, qa_data, tmp_path, ca
     assert len(predictions_file.read_text().splitlines()) == 4
 
 
+def test_evaluate_cuts_an_over_long_question_and_counts_it_in_the_metrics_file(finetuned, qa_data, tmp_path, capsys):
+    _, output = finetuned
+    rows = [json.loads(line) for line in open(qa_data["qa"], encoding="utf-8")][:4]
+    rows.insert(3, {"id": "too-long", "question": "which " * 80, "answers": ["x"]})  # after a batch of 2 has run
+    qa_file = tmp_path / "qa.jsonl"
+    qa_file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    metrics_file = tmp_path / "metrics.json"
+    status = main(["evaluate", "--model", str(output / "final"), "--qa_file", str(qa_file), "--batch_size", "2",
+                   "--metrics_file", str(metrics_file), "--device", "cpu"])
+    assert status == 0
+    written = json.loads(metrics_file.read_text())
+    assert written["count"] == 5 and written["truncated_questions"] == 1
+    status = main(["evaluate", "--model", str(output / "final"), "--qa_file", str(qa_file), "--no_truncate_questions",
+                   "--device", "cpu"])
+    assert status == 2 and "id 'too-long'" in capsys.readouterr().err
+
+
 def test_ict_from_the_tiny_config_with_overrides(tmp_path):
     output = tmp_path / "ict"
     status = main([

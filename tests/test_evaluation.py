@@ -145,13 +145,31 @@ def test_bm25_retrieval_with_the_same_reader(setup):
         ([QUESTIONS[0], {"question": None, "answers": ["x"]}], "no question"),
         ([{"question": "who", "answers": []}], "no reference answers"),
         ([], "no examples"),
-        ([{"question": "where " * 50, "answers": ["x"]}], "more than query_max_length"),
     ],
 )
 def test_bad_input_raises_clear_errors(setup, examples, message):
     model, tokenizer, index = setup
     with pytest.raises(ValueError, match=message):
         evaluate_open_qa(model, tokenizer, index, examples, progress=False)
+
+
+def test_an_over_long_question_is_cut_named_once_and_counted_and_the_run_finishes(setup, caplog):
+    model, tokenizer, index = setup
+    long = {"id": "q-long", "question": "where " * 50 + QUESTIONS[3]["question"], "answers": ["x"]}
+    examples = QUESTIONS[:5] + [long] + QUESTIONS[5:]  # in the second batch, after a batch has run
+    with caplog.at_level("WARNING", logger="realm_hf"):
+        metrics, predictions = evaluate_open_qa(model, tokenizer, index, examples, batch_size=4, progress=False)
+    assert metrics["count"] == len(examples) and metrics["truncated_questions"] == 1
+    assert [p["id"] for p in predictions] == [e.get("id", i) for i, e in enumerate(examples)]
+    warnings = [r.getMessage() for r in caplog.records if "query_max_length" in r.getMessage()]
+    assert len(warnings) == 1 and "1 of 11 questions" in warnings[0] and "id 'q-long' (" in warnings[0]
+    plain, _ = evaluate_open_qa(model, tokenizer, index, QUESTIONS, batch_size=4, progress=False)
+    assert plain["truncated_questions"] == 0
+
+    # refused before any batch runs, naming the question and the fix
+    with pytest.raises(ValueError, match=r"1 of 11 questions .* longer than query_max_length=\d+ .*id 'q-long' "
+                                         r"\(\d+\)\. Pass truncate_questions=True"):
+        evaluate_open_qa(model, tokenizer, index, examples, batch_size=4, progress=False, truncate_questions=False)
 
 
 def test_bad_options_raise(setup):

@@ -232,7 +232,7 @@ def evaluate_open_qa(
     device: torch.device | str | None = None,
     query_max_length: int | None = None,
     reader_max_length: int | None = None,
-    truncate_questions: bool = False,
+    truncate_questions: bool = True,
     progress: bool = True,
     recall_at: Sequence[int] | None = None,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
@@ -254,8 +254,9 @@ def evaluate_open_qa(
         predictions_file (`str`, *optional*): Write the predictions as JSONL there.
         device: Where the model runs (default: its device).
         query_max_length, reader_max_length (`int`, *optional*): Shorter limits than the model's config.
-        truncate_questions (`bool`, defaults to `False`): Cut questions longer than `query_max_length` instead of
-            raising.
+        truncate_questions (`bool`, defaults to `True`): Cut questions longer than `query_max_length` (one warning
+            names them; `metrics["truncated_questions"]` counts them); with `False` they are refused before any batch
+            runs (one error names them).
         progress (`bool`): Show a tqdm bar.
         recall_at (`Sequence[int]`, *optional*): Retrieval depths, e.g. `(5, 20, 100)`: one more pass retrieves the
             top `max(recall_at)` blocks of each question (the same `retrieval`, `batch_size` questions a search) without
@@ -265,7 +266,8 @@ def evaluate_open_qa(
         `(metrics, predictions)`: `metrics` holds `exact_match` and `recall@{k}` (and `recall@1`) as percentages,
         `answerable` (percentage of questions with a gold span in the blocks the reader read: the reader's ceiling),
         `reader_exact_match` (exact match on the questions whose answer is in the retrieved blocks, `answer_in_top_k`:
-        the reader's share of the errors apart from the retriever's; absent when there is none), `count`, `seconds`;
+        the reader's share of the errors apart from the retriever's; absent when there is none), `count`,
+        `truncated_questions` (how many questions were cut to `query_max_length`), `seconds`;
         each prediction is a dict with `id`, `question`, `answers`, `answer_format`, `prediction`, `correct`,
         `score` (`log p(z|x) + log p(s|z,x)`), `retrieval_prob` (`p(z|x)` of the block), `block_id`, `title`,
         `evidence` (the block body with the answer marked `**...**`), `answer_in_top_k`, `retrieved_block_ids`.
@@ -289,6 +291,7 @@ def evaluate_open_qa(
     if retrieval not in RETRIEVALS:
         raise ValueError(f"retrieval must be one of {RETRIEVALS}, got {retrieval!r}.")
     collator = make_collator(model, tokenizer, query_max_length, reader_max_length, truncate_questions)
+    truncated = collator.check_question_lengths(examples)  # before any batch: one question never stops the run
     device = torch.device(device) if device is not None else next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -360,6 +363,7 @@ def evaluate_open_qa(
         found = sum(p["retrieval_hits"][str(depth)] for p in predictions)
         metrics[f"retrieval_recall@{depth}"] = 100.0 * found / len(predictions)
     metrics["answerable"] = 100.0 * answerable / len(predictions)
+    metrics["truncated_questions"] = truncated
     retrieved = [p["correct"] for p in predictions if p["answer_in_top_k"]]
     if retrieved:  # the reader's share, apart from the retriever's
         metrics["reader_exact_match"] = 100.0 * sum(retrieved) / len(retrieved)

@@ -91,7 +91,12 @@ def test_layout_and_search_params(varied):
     assert isinstance(faiss.downcast_index(index.backend.index), faiss.IndexPreTransform)
     ivf = faiss.extract_index_ivf(index.backend.index)
     assert ivf.code_size == CODE_BYTES and ivf.metric_type == faiss.METRIC_L2 and ivf.by_residual
-    assert CODE_BYTES + 8 <= 60  # + centroids and codebooks: <= 64 B/block at scale (benchmarks/results/index.md)
+    # each block more costs its code and its id in the saved file: measured, not the constants added up; with the
+    # centroids and codebooks that is <= 64 B/block from ~200k blocks (benchmarks/results/index.md)
+    before = len(faiss.serialize_index(index.backend.index))
+    grown = faiss.deserialize_index(faiss.serialize_index(index.backend.index))
+    grown.add(index.backend.transform.documents(vectors[:1000]))
+    assert (len(faiss.serialize_index(grown)) - before) / 1000 == CODE_BYTES + 8 <= 60
 
 
 @pytest.mark.parametrize("dim", [16, 128, 384])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 
 import datasets
@@ -99,6 +100,36 @@ def test_two_refreshes_are_swapped_in_with_staleness_logged(tmp_path, blocks_dir
     expected = build_index(tower.state_dict(), 30, blocks_dir)
     queries = torch.randn(3, 8, generator=torch.Generator().manual_seed(0))
     assert torch.equal(refresher.index.search(queries, 5)[1], expected.search(queries, 5)[1])
+
+
+def gated_build(state_dict, step, blocks_dir, gate):
+    """A builder that cannot finish before the file `gate` exists (the test decides when the build ends)."""
+    while not os.path.exists(gate):
+        time.sleep(0.01)
+    return build_index(state_dict, step, blocks_dir)
+
+
+def test_max_staleness_waits_for_a_build_exactly_when_it_is_due(tmp_path, blocks_dir):
+    gate = tmp_path / "gate"
+    refresher = IndexRefresher(
+        tmp_path / "r", gated_build, {"blocks_dir": blocks_dir, "gate": str(gate)}, mode="thread", max_staleness=2
+    )
+    refresher.request_refresh(1, _DocTower().state_dict())
+    assert refresher.maybe_swap(1) is None and refresher.maybe_swap(2) is None  # not due yet: no wait
+    assert refresher.ready_step(2) is None and refresher.busy
+    timer = threading.Timer(0.5, gate.touch)
+    timer.start()
+    began = time.perf_counter()
+    swapped = refresher.maybe_swap(3)  # due at 1 + 2: waits for the gate, then swaps
+    assert time.perf_counter() - began >= 0.4 and swapped is not None and swapped.step == 1
+    assert refresher.stats[-1]["swap_step"] == 3
+    timer.join()
+
+    blocking = IndexRefresher(tmp_path / "b", build_index, {"blocks_dir": blocks_dir}, mode="thread", max_staleness=0)
+    blocking.request_refresh(5, _DocTower().state_dict())
+    assert blocking.ready_step(5) == 5 and blocking.maybe_swap(5).step == 5  # a blocking refresh: at its own step
+    with pytest.raises(ValueError, match="max_staleness must be >= 0"):
+        IndexRefresher(tmp_path / "n", build_index, {"blocks_dir": blocks_dir}, mode="thread", max_staleness=-1)
 
 
 def test_busy_builder_keeps_the_newest_request_pending(tmp_path, blocks_dir, caplog):

@@ -130,19 +130,22 @@ def test_resume_loads_the_checkpoint_index_without_embedding_the_corpus_first(tm
 
 
 def test_every_checkpoint_keeps_its_index_and_resume_refuses_a_replaced_one(tmp_path, no_dropout):
-    trainer = _make_pretrainer(tmp_path, max_steps=10, refresh="2", save_steps=2)
+    # blocking refreshes (asked at steps 2, 4, 6, 8; none at the last step): each swapped in at the step that asks
+    trainer = _make_pretrainer(tmp_path, max_steps=10, refresh="2", save_steps=2, refresh_max_staleness=0)
     trainer.train()
-    assert len(trainer.refresher.stats) >= 3  # enough swaps for keep_last=2 to have deleted older indexes
+    assert [record["swap_step"] for record in trainer.refresher.stats] == [2, 4, 6, 8]
     states = {c: json.loads((tmp_path / c / "trainer_state.json").read_text()) for c in _checkpoints(tmp_path)}
-    # the index each checkpoint trained with is still on disk (clean-up keeps only the last 2 others)
+    named = {checkpoint: (state["index_step"], state["index_fingerprint"]) for checkpoint, state in states.items()}
+    assert {checkpoint: step for checkpoint, (step, _) in named.items()} == {
+        "checkpoint-2": 2, "checkpoint-4": 4, "checkpoint-6": 6, "checkpoint-8": 8, "checkpoint-10": 8,
+    }
+    # the index each checkpoint trained with is still on disk, although keep_last=2 alone would keep only 6 and 8;
+    # index-0, which no checkpoint names, is gone
     on_disk = sorted(name for name in os.listdir(tmp_path / "index") if name.startswith("index-"))
-    assert {f"index-{state['index_step']}" for state in states.values()} <= set(on_disk), (states, on_disk)
-    named = {}
-    for checkpoint, state in states.items():
-        named[checkpoint] = (state["index_step"], state["index_fingerprint"])
-        manifest = json.loads((tmp_path / "index" / f"index-{state['index_step']}" / "manifest.json").read_text())
-        assert manifest["fingerprint"] == state["index_fingerprint"], checkpoint  # and it is that index
-    assert len({step for step, _ in named.values()}) >= 2, named
+    assert on_disk == ["index-2", "index-4", "index-6", "index-8"], (states, on_disk)
+    for checkpoint, (step, fingerprint) in named.items():
+        manifest = json.loads((tmp_path / "index" / f"index-{step}" / "manifest.json").read_text())
+        assert manifest["fingerprint"] == fingerprint, checkpoint  # and it is that index
 
     step, fingerprint = named["checkpoint-8"]
     resumed = _make_pretrainer(tmp_path, max_steps=9, refresh="2", resume=str(tmp_path / "checkpoint-8"))
@@ -151,7 +154,7 @@ def test_every_checkpoint_keeps_its_index_and_resume_refuses_a_replaced_one(tmp_
     resumed.refresher.close()
 
     # an index directory swapped for another after the checkpoint was saved is refused, with the way out
-    other = max(s for s, _ in named.values() if s != step) if step == 0 else 0
+    other = 6  # the index of another checkpoint
     target = tmp_path / "index" / f"index-{step}"
     shutil.rmtree(target)
     shutil.copytree(tmp_path / "index" / f"index-{other}", target)

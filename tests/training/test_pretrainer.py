@@ -220,16 +220,17 @@ def test_paced_refresh_builds_between_steps_and_swaps_in(tmp_path):
 
 
 def test_index_versions_share_the_corpus_files_and_another_corpus_in_the_output_dir_is_refused(tmp_path):
-    trainer = make_trainer(tmp_path, max_steps=6, refresh="2")
+    trainer = make_trainer(tmp_path, max_steps=6, refresh="2", refresh_max_staleness=0)  # swaps at steps 2 and 4
     trainer.train()
     corpus = tmp_path / "corpus" / "blocks"
     arrow = sorted(name for name in os.listdir(corpus) if name.endswith(".arrow"))
     versions = sorted(tmp_path.glob("index/index-*")) + [tmp_path / "final" / "index"]
-    assert arrow and len(versions) >= 3
+    assert arrow and [version.name for version in versions[:-1]] == ["index-2", "index-4"]  # keep_last=2
     # the corpus is stored once: every index version (refreshes, the final index) links its files
     assert all(os.path.samefile(corpus / name, version / "blocks" / name) for version in versions for name in arrow)
 
-    loop = LoopArguments(output_dir=str(tmp_path), max_steps=1, report_to="none")
+    # a new run (its outputs deleted) keeps the corpus copy, and checks it before any reuse
+    loop = LoopArguments(output_dir=str(tmp_path), max_steps=1, report_to="none", overwrite_output_dir=True)
     with pytest.raises(ValueError, match="blocks of another corpus"):
         RealmPretrainer(
             loop, ModelArguments(random_init=True),

@@ -243,17 +243,49 @@ class OpenQaCollator:
     def _question_ids(self, questions: Sequence[str]) -> list[list[int]]:
         encoded = self.tokenizer(list(questions), add_special_tokens=True)["input_ids"]
         out = []
-        for i, (question, ids) in enumerate(zip(questions, encoded)):
+        for question, ids in zip(questions, encoded):
             if len(ids) > self.query_max_length:
                 if not self.truncate_questions:
                     raise ValueError(
-                        f"Question {i} has {len(ids)} wordpieces with [CLS]/[SEP], more than query_max_length="
-                        f"{self.query_max_length}: {question[:80]!r}... Shorten it, raise query_max_length, or pass "
+                        f"The question {question[:80]!r}... has {len(ids)} wordpieces with [CLS]/[SEP], more than "
+                        f"query_max_length={self.query_max_length}. Shorten it, raise query_max_length, or pass "
                         "truncate_questions=True."
                     )
                 ids = ids[: self.query_max_length - 1] + [self.sep_id]
             out.append(list(ids))
         return out
+
+    def check_question_lengths(self, examples: Sequence[Mapping[str, Any]], source: str = "the questions") -> int:
+        r"""
+        Find the questions longer than `query_max_length` before any batch runs, so that one question never stops a
+        job midway: with `truncate_questions` they are cut (one warning names them), else refused (one error names
+        them and the fix).
+
+        Args:
+            examples (`Sequence[Mapping]`): Normalized QA examples (`id`, `question`; see [`normalize_qa_example`]).
+            source (`str`, defaults to `"the questions"`): Where they come from, for the messages (e.g. a file name).
+
+        Returns:
+            `int`: how many questions are cut (0 when none is too long).
+
+        Raises:
+            `ValueError`: without `truncate_questions`, when some question is too long.
+        """
+        encoded = self.tokenizer([example["question"] for example in examples], add_special_tokens=True)["input_ids"]
+        lengths = [len(ids) for ids in encoded]
+        over = [(example["id"], length) for example, length in zip(examples, lengths) if length > self.query_max_length]
+        if not over:
+            return 0
+        named = ", ".join(f"id {example_id!r} ({length})" for example_id, length in over[:5])
+        named += f" and {len(over) - 5} more" if len(over) > 5 else ""
+        what = (
+            f"{len(over)} of {len(examples)} questions of {source} are longer than query_max_length="
+            f"{self.query_max_length} wordpieces with [CLS]/[SEP]: {named}"
+        )
+        if not self.truncate_questions:
+            raise ValueError(f"{what}. Pass truncate_questions=True (--truncate_questions) to cut them to that length.")
+        logger.warning("%s; they are cut to that length (truncated_questions in the metrics).", what)
+        return len(over)
 
     def encode_questions(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
         """The query-tower inputs `[B, Lq]` alone (for retrieval before the blocks are known)."""

@@ -158,7 +158,7 @@ def run_ict(recipe: dict, corpus_path: str, work: str, seed: int) -> str:
         LoopArguments(
             output_dir=output, max_steps=recipe["ict_steps"], per_device_batch_size=recipe["ict_batch_size"],
             learning_rate=recipe["ict_learning_rate"], warmup_steps=recipe["ict_steps"] // 10, logging_steps=25,
-            save_steps=0, report_to="none", seed=seed,
+            save_steps=0, report_to="none", seed=seed, overwrite_output_dir=True,  # each call starts the run afresh
         ),
         ModelArguments(**recipe["model"]),
         CorpusArguments(
@@ -191,6 +191,7 @@ def pretrainer(name: str, recipe: dict, model: ModelArguments, corpus: CorpusArg
             output_dir=os.path.join(work, name), max_steps=steps, per_device_batch_size=recipe["batch_size"],
             learning_rate=recipe["learning_rate"], warmup_steps=steps // 10, logging_steps=10, save_steps=0,
             eval_steps=eval_every, report_to="none", seed=seed, mixed_precision=recipe.get("mixed_precision", "no"),
+            overwrite_output_dir=True,  # each call starts the run afresh (a stage's work directory is its caller's)
         ),
         model,
         corpus,

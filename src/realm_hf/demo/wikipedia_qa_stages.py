@@ -179,6 +179,7 @@ def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -
     loop_args = LoopArguments(
         output_dir=output, max_steps=settings.pretrain_steps, per_device_batch_size=2, learning_rate=5e-5,
         mixed_precision=shapes["mixed_precision"], logging_steps=5, save_steps=0, report_to="none",
+        overwrite_output_dir=True,  # a stage not finished starts afresh (what an interrupted attempt left goes)
     )
     corpus_args = CorpusArguments(
         corpus=corpus_file, max_articles=settings.pretrain_articles, block_length=shapes["block_length"],
@@ -207,7 +208,7 @@ def _open_qa_demo_stage(
     loop_args = LoopArguments(
         output_dir=output, max_steps=max_steps, per_device_batch_size=DEMO_OPEN_QA_BATCH_SIZE, learning_rate=2e-4,
         mixed_precision=shapes["mixed_precision"], logging_steps=logging_steps, save_steps=0, report_to="none",
-        seed=seed,
+        seed=seed, overwrite_output_dir=True,  # a stage not finished starts afresh
     )
     corpus_args = CorpusArguments(
         corpus=corpus_file, block_length=shapes["block_length"], query_max_length=shapes["query_max_length"],

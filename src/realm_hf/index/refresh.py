@@ -97,6 +97,11 @@ class IndexRefresher:
             [`IndexRefresher.on_step`], alone on the cores, for `time_share` × the trainer's time since the previous
             call (0.1: 10 % of the trainer's time while a build
             is in flight, whatever the cores; builds take 1 / `time_share` times their CPU time).
+        max_staleness (`int`, *optional*): Bound the steps between a refresh's request and its swap: from step
+            `request + max_staleness` on, [`IndexRefresher.maybe_swap`] and [`IndexRefresher.ready_step`] wait for that
+            build (0: a blocking refresh, swapped in at the step that asked for it). The step of every swap is then
+            that of a synchronous schedule, whatever the builder's speed, so runs and resumes repeat exactly. Default:
+            never wait (a slow build is swapped in whenever it finishes).
 
     Attributes:
         stats (`list[dict]`): One entry per swap: `snapshot_step`, `swap_step`, `staleness_steps`,
@@ -121,7 +126,10 @@ class IndexRefresher:
         niceness: int = 0,
         trainer_threads: int | None = None,
         time_share: float | None = None,
+        max_staleness: int | None = None,
     ) -> None:
+        if max_staleness is not None and max_staleness < 0:
+            raise ValueError(f"max_staleness must be >= 0 steps (or None: never wait), got {max_staleness}.")
         if mode not in ("process", "thread"):
             raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}.")
         if time_share is not None and mode != "thread":
@@ -163,6 +171,7 @@ class IndexRefresher:
         self.check_fingerprint = check_fingerprint
         self.max_restarts = max_restarts
         self.time_share = time_share
+        self.max_staleness = max_staleness
         self.pinned: set[int] = set()  # steps of indexes that _cleanup keeps (named by checkpoints)
         self.kept_snapshots: set[int] = set()  # snapshots named by checkpoints: kept until their index is on disk
         self.builder_reports: list[dict[str, Any]] = []  # LATEST["builder"] of each swapped-in index
@@ -452,12 +461,15 @@ class IndexRefresher:
         self._poll()
         return self._running is not None or self._pending is not None
 
-    def ready_step(self) -> int | None:
+    def ready_step(self, step: int | None = None) -> int | None:
         r"""
-        Non-blocking: the snapshot step of a finished index that [`IndexRefresher.maybe_swap`] would swap in now, or
-        None. Ranks that each refresh their own shard agree on this step before any of them swaps.
+        The snapshot step of a finished index that [`IndexRefresher.maybe_swap`] would swap in now, or None. Ranks
+        that each refresh their own shard agree on this step before any of them swaps. Non-blocking, unless `step`
+        (the current training step) is given and a build is due by `max_staleness`: then it waits for that build.
         """
         self._lend()
+        if step is not None:
+            self._wait_for_due(step)
         self._poll()
         if self._ready is None or self._ready["step"] <= self.index_step:
             return None
@@ -465,7 +477,8 @@ class IndexRefresher:
 
     def maybe_swap(self, step: int) -> RealmIndex | None:
         r"""
-        Non-blocking poll between training steps: the newest finished index if one completed since the last swap.
+        Poll between training steps: the newest finished index if one completed since the last swap. Non-blocking,
+        unless a build is due by `max_staleness` at `step`: then it waits for that build.
 
         Logs the staleness of the swapped index (steps and seconds between its snapshot and now) and the build time,
         and appends them to `stats`. An index that does not load (damaged or truncated files, a checksum or
@@ -478,6 +491,7 @@ class IndexRefresher:
             The new [`RealmIndex`] (also kept as `self.index`), or `None` when there is nothing new.
         """
         self._lend()
+        self._wait_for_due(step)
         self._poll()
         ready, self._ready = self._ready, None
         if ready is None or ready["step"] <= self.index_step:
@@ -521,6 +535,25 @@ class IndexRefresher:
         self.index, self.index_step = index, record["snapshot_step"]
         self._cleanup()
         return index
+
+    def _wait_for_due(self, step: int) -> None:
+        """Wait for the builds that `max_staleness` says must be swapped in by `step` (the oldest first; a paced one
+        runs unpaced meanwhile). A build that fails ends the wait like one that succeeds: the old index stays."""
+        if self.max_staleness is None:
+            return
+        waited = time.perf_counter()
+        while True:
+            self._poll()
+            build = self._running
+            if build is None or build.step + self.max_staleness > step:
+                break
+            if build.pacer is not None:
+                self._lend(unlimited=True)
+            else:
+                build.worker.join(timeout=0.1)
+        if time.perf_counter() - waited > 0.1:
+            logger.info("Waited %.1fs at step %d for the index build due by max_staleness=%d", time.perf_counter()
+                        - waited, step, self.max_staleness)
 
     def _lend(self, unlimited: bool = False) -> None:
         """A paced build runs here, in the trainer's time (see `time_share`)."""

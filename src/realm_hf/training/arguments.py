@@ -54,6 +54,12 @@ class LoopArguments:
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "A checkpoint directory, or 'latest' for the newest in output_dir."}
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Start afresh in an output_dir that holds another run: its checkpoints, final model, state, "
+                          "history, index versions and logs are deleted first. Without it (or --resume_from_checkpoint) "
+                          "such a directory is refused, so that two runs never mix their outputs."},
+    )
     report_to: str = field(default="tensorboard", metadata={"help": "Accelerate tracker ('tensorboard', 'none', ...)."})
     num_workers: int = field(default=0, metadata={"help": "DataLoader workers."})
 
@@ -67,6 +73,11 @@ class LoopArguments:
             raise ValueError(
                 f"--early_stopping_metric {self.early_stopping_metric} needs evaluations during training: set "
                 "--eval_steps N (and an evaluation set, e.g. --eval_file for fine-tuning)."
+            )
+        if self.overwrite_output_dir and self.resume_from_checkpoint:
+            raise ValueError(
+                f"--overwrite_output_dir deletes the checkpoints that --resume_from_checkpoint "
+                f"{self.resume_from_checkpoint} would resume: pass one of them."
             )
         if self.early_stopping_patience < 1:
             raise ValueError(f"--early_stopping_patience must be at least 1, got {self.early_stopping_patience}.")
@@ -176,6 +187,14 @@ class PretrainingArguments:
             "is that much slower while a build is in flight, and a build takes its CPU time / the share."
         },
     )
+    refresh_max_staleness: int | None = field(
+        default=None,
+        metadata={
+            "help": "Steps a refresh may take: the trainer waits for a build not swapped in this many steps after it "
+            "was asked for (0: a blocking refresh, swapped in at the step that asks). Every swap then lands at the "
+            "same step whatever the builder's speed, so a run and its resume repeat exactly. Default: never wait."
+        },
+    )
     eval_qa_file: str | None = field(default=None, metadata={"help": "QA JSONL for zero-shot Recall@5."})
     eval_max_questions: int = field(default=200, metadata={"help": "Questions used for Recall@5."})
     eval_answerable_only: bool = field(
@@ -251,6 +270,11 @@ class PretrainingArguments:
             raise ValueError(f"--mask_source_blocks must be a positive number of blocks, got {self.mask_source_blocks}.")
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
+        if self.refresh_max_staleness is not None and self.refresh_max_staleness < 0:
+            raise ValueError(
+                f"--refresh_max_staleness must be 0 or more steps (0: a blocking refresh), got "
+                f"{self.refresh_max_staleness}; leave it out never to wait."
+            )
         if self.refresh_time_share is not None:
             if not 0 < self.refresh_time_share <= 1:
                 raise ValueError(
@@ -339,7 +363,11 @@ class OpenQaArguments:
                   "all-MiniLM-L6-v2 with --normalize_embeddings: its training softmax; with 1 the cosines make "
                   "p(z|x) over the top-k nearly uniform). A saved REALM retriever keeps its own."},
     )
-    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+    truncate_questions: bool = field(
+        default=False,
+        metadata={"help": "Cut questions longer than query_max_length (one warning names them) instead of refusing "
+                          "them before training starts."},
+    )
     freeze_retriever: bool = field(
         default=False,
         metadata={"help": "Train the reader alone; the retriever stays as loaded. With few training questions the "
@@ -405,7 +433,11 @@ class OpenQaEvaluationArguments:
     retrieval: str = field(default="dense", metadata={"help": "'dense' or 'bm25' (same reader)."})
     predictions_file: str | None = field(default=None, metadata={"help": "Write per-question predictions (JSONL)."})
     metrics_file: str | None = field(default=None, metadata={"help": "Write the metrics (JSON)."})
-    truncate_questions: bool = field(default=False, metadata={"help": "Cut over-long questions instead of failing."})
+    truncate_questions: bool = field(
+        default=True,
+        metadata={"help": "Cut questions longer than the retriever's query_max_length (one warning names them; the "
+                          "metrics count them as truncated_questions)."},
+    )
     check_fingerprint: bool = field(default=True, metadata={"help": "Refuse an index built by other doc-tower weights."})
     trust_index_file: bool = field(
         default=False,

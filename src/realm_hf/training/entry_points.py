@@ -51,6 +51,8 @@ NEGATED_HELP = {
     "fingerprint does not match the final model).",
     "check_index_fingerprint": "Accept an index built by other document-tower weights (its scores may not match).",
     "check_fingerprint": "Accept an index built by other document-tower weights (its scores may not match).",
+    "truncate_questions": "Refuse questions longer than the retriever's query_max_length before any batch runs (one "
+    "error names them) instead of cutting them.",
     "untie_towers": "With shared towers, fine-tune the one network for queries and documents alike (the index goes "
     "stale as it learns).",
 }

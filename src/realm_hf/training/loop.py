@@ -14,7 +14,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import time
 from collections import defaultdict
@@ -34,12 +33,12 @@ from ..index.atomic import publish_directory, write_json_atomic
 from ..registration import register_what_is_loaded
 from .arguments import LoopArguments
 from .early_stopping import EarlyStopping
+from .output_dir import (  # noqa: F401 - complete_checkpoints, latest_checkpoint: also the loop's public names
+    FINAL_NAME, HISTORY_NAME, TRACKER_RUN_NAME, TRAINER_STATE, claim_output_dir, complete_checkpoints, latest_checkpoint,
+)
 from .precision import resolve_mixed_precision
 
 logger = logging.getLogger(__name__)
-
-CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
-TRAINER_STATE = "trainer_state.json"
 
 
 def as_examples(batch: list[dict]) -> list[dict]:
@@ -51,29 +50,6 @@ def _mean(values: list) -> float:
     """The mean of a logging window's values (floats, or 0-d tensors read now), summed in order as floats."""
     floats = [value.item() if isinstance(value, torch.Tensor) else value for value in values]
     return sum(floats) / len(floats)
-
-
-def complete_checkpoints(output_dir: str) -> list[str]:
-    """The `checkpoint-<step>` directories of `output_dir` that hold a `trainer_state.json` (written last, so the
-    checkpoint is whole), by increasing step. Incomplete ones (a save interrupted by an older realm_hf, or a directory
-    copied in part) are skipped with a warning."""
-    if not os.path.isdir(output_dir):
-        return []
-    steps = sorted(int(m.group(1)) for name in os.listdir(output_dir) if (m := CHECKPOINT_PATTERN.match(name)))
-    complete = []
-    for step in steps:
-        directory = os.path.join(output_dir, f"checkpoint-{step}")
-        if os.path.isfile(os.path.join(directory, TRAINER_STATE)):
-            complete.append(directory)
-        else:
-            logger.warning("Skipping %s: it has no %s (an interrupted save)", directory, TRAINER_STATE)
-    return complete
-
-
-def latest_checkpoint(output_dir: str) -> str | None:
-    """The complete `checkpoint-<step>` directory (see [`complete_checkpoints`]) with the highest step, or None."""
-    checkpoints = complete_checkpoints(output_dir)
-    return checkpoints[-1] if checkpoints else None
 
 
 def resolve_checkpoint(output_dir: str, checkpoint: str | None) -> str | None:
@@ -191,7 +167,7 @@ class TrainingLoop:
             with open(os.path.join(args.output_dir, TRAINING_ARGS_NAME), "w", encoding="utf-8") as f:
                 json.dump(config if config is not None else vars(args), f, indent=2, default=str)
         if args.report_to != "none":
-            self.accelerator.init_trackers("realm_hf", config=_loggable(config or {}))
+            self.accelerator.init_trackers(TRACKER_RUN_NAME, config=_loggable(config or {}))
 
     def unwrapped_model(self) -> nn.Module:
         """`accelerator.unwrap_model(self.model)`, kept while `self.model` is the same object: unwrapping walks every
@@ -376,8 +352,8 @@ class TrainingLoop:
         self.before_final_save()  # every rank, in lockstep
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
-            self.save_model(os.path.join(args.output_dir, "final"))
-            with open(os.path.join(args.output_dir, "history.json"), "w", encoding="utf-8") as f:
+            self.save_model(os.path.join(args.output_dir, FINAL_NAME))
+            with open(os.path.join(args.output_dir, HISTORY_NAME), "w", encoding="utf-8") as f:
                 json.dump(self.history, f, indent=2)
         summary = self.on_train_end()
         if self.early_stopping is not None:
@@ -418,7 +394,9 @@ class TrainingLoop:
 
 def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) -> Accelerator:
     """The Accelerator of a training loop; `find_unused_parameters` tells distributed data parallel that some steps
-    leave parameters out of the loss (e.g. the retriever during the reading warm-up)."""
+    leave parameters out of the loss (e.g. the retriever during the reading warm-up). Every trainer makes its
+    accelerator here first thing, so this is also where `args.output_dir` is claimed for the run (refused when it holds
+    another run, see [`claim_output_dir`])."""
     set_seed(args.seed)
     # Before the process group exists (the next line, or the Accelerator, creates it under `accelerate launch`):
     # torch.distributed.fsdp, which transformers' models import (as does the "auto" probe's BERT), imported while a
@@ -443,6 +421,8 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
         log_with=None if args.report_to == "none" else args.report_to,
         project_dir=args.output_dir,
     )
+    # before any work: a run never mixes its outputs with another run's in the same directory
+    claim_output_dir(args.output_dir, args.resume_from_checkpoint, args.overwrite_output_dir, accelerator.state)
     deepspeed = accelerator.state.deepspeed_plugin
     if deepspeed is not None and deepspeed.zero_stage == 3:
         raise ValueError(

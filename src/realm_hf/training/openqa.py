@@ -134,10 +134,13 @@ class OpenQaTrainer(TrainingLoop):
             self.eval_examples = load_qa_examples(openqa_args.eval_file, max_questions=limit)[
                 openqa_args.eval_skip_questions :
             ] or None
-        # fail now, not hours in, on a question longer than query_max_length (unless truncating)
-        self.collator.question_ids(
-            [e["question"] for e in self.train_examples + self.rehearsal_examples + (self.eval_examples or [])]
-        )
+        # fail now, not hours in, on a question longer than query_max_length (truncating: name the ones cut)
+        for examples, source in (
+            (self.train_examples, openqa_args.train_file), (self.rehearsal_examples, openqa_args.rehearsal_file),
+            (self.eval_examples, openqa_args.eval_file),
+        ):
+            if examples:
+                self.collator.check_question_lengths(examples, source)
         logger.info(
             "%d training questions%s, %d evaluation questions", len(self.train_examples),
             f" and {len(self.rehearsal_examples)} rehearsed reading questions" if self.rehearsal_examples else "",

@@ -63,7 +63,7 @@ class PretrainingIndexMixin:
             raise ValueError(
                 f"{self.blocks_dir} holds {len(saved)} blocks of another corpus than this run's {len(self.blocks)} "
                 f"(another --corpus, --max_articles or --block_length in the same output_dir): use a new output_dir, "
-                f"or delete {self.blocks_dir} and the run's index/ and checkpoints to start over."
+                f"or delete {self.blocks_dir} (and pass --overwrite_output_dir) to start over."
             )
         self.blocks = saved
         self.index_root = os.path.join(self.args.output_dir, "index")
@@ -105,6 +105,7 @@ class PretrainingIndexMixin:
                 schedule=RefreshSchedule(args.refresh_schedule),
                 index=self._own_index(), num_threads=resources.num_threads, niceness=resources.niceness,
                 trainer_threads=resources.trainer_threads, time_share=resources.time_share,
+                max_staleness=args.refresh_max_staleness,
             )
 
     @property
@@ -159,7 +160,7 @@ class PretrainingIndexMixin:
         refresher = self.refresher
         if refresh and request and refresher.schedule.should_refresh(step):
             refresher.request_refresh(step, self._doc_tower_snapshot())
-        ready = refresher.ready_step() if refresh else None
+        ready = refresher.ready_step(step) if refresh else None  # waits for a build due by refresh_max_staleness
         everyone = gather_object([ready])  # every rank, every step: a rank that skipped it would hang the others
         if ready is None or any(other != ready for other in everyone):
             return None
