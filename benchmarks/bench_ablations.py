@@ -87,7 +87,7 @@ def evaluate_pair(name: str, recipe: dict, paths: dict, eval_examples, tagger, w
 
 
 def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, start: dict, seed: int,
-            eval_every: int) -> dict:
+            eval_every: int, other_half=None) -> dict:
     change = dict(ROWS[row]["change"])
     if "pair" in change:
         retriever_of, encoder_of = change["pair"]
@@ -105,10 +105,12 @@ def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: st
     start_dir = start["warmup_dir"] if change.pop("warmup", True) else None
     result = run_setting(
         row, recipe, paths, eval_examples, tagger, work, start_dir, ict_dir, frozen=frozen, eval_every=eval_every,
-        seed=seed, rebuild_final_index=row == "full", **change,
+        seed=seed, rebuild_final_index=row == "full", also_evaluate=other_half, **change,
     )
     after = result["curve"][-1]
+    other = {"other_half": result["also_evaluated"]} if "also_evaluated" in result else {}
     return {
+        **other,
         "after": {k: after[k] for k in after if k in METRICS or k.startswith("gold_top")},
         "before": {k: v for k, v in result["curve"][0].items() if k in METRICS or k.startswith("gold_top")},
         "seconds": result["seconds"], "curve": result["curve"],
@@ -319,6 +321,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-entities", type=int, default=2000)
     parser.add_argument("--eval-sentences", type=int, default=400)
     parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--both-halves", action="store_true",
+                        help="Also measure the other held-out half before and after each run ('other_half').")
     parser.add_argument("--warm-start-only", action="store_true",
                         help="Only train (or find in --work-dir) each seed's warm start: for runs that reuse them.")
     parser.add_argument("--half", choices=("choose", "report"), default="report",
@@ -361,9 +365,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_bert_path("minilm"))
     blocks = split_into_blocks(task.documents, tokenizer, max_length=KNOWLEDGE_TASK_SHAPES["block_length"])
-    eval_examples = held_out_split(
-        held_out_examples(task, tokenizer, KNOWLEDGE_TASK_SHAPES["query_max_length"]), args.half, args.eval_sentences
-    )
+    held_out = held_out_examples(task, tokenizer, KNOWLEDGE_TASK_SHAPES["query_max_length"])
+    eval_examples = held_out_split(held_out, args.half, args.eval_sentences)
+    # the other half before and after each run, with --both-halves (the choice confirmed beside the report)
+    other_half = held_out_split(held_out, "choose" if args.half == "report" else "report", args.eval_sentences)
     tagger = KnowledgeValueTagger(task.values)
     results.update({
         "machine": f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}",
@@ -385,7 +390,8 @@ def main(argv: list[str] | None = None) -> dict:
             todo.remove("full")
             todo.insert(0, "full")
         for row in todo:
-            figures = run_row(row, seeded, paths, eval_examples, tagger, seed_work, start, seed, args.eval_every)
+            figures = run_row(row, seeded, paths, eval_examples, tagger, seed_work, start, seed, args.eval_every,
+                              other_half if args.both_halves else None)
             results["rows"].setdefault(row, {})[str(seed)] = {**figures, "warm_start_seconds": start["seconds"]}
             print(f"seed {seed} {row}: {figures['after']} ({figures['seconds']:.0f} s)", flush=True)
             write_all(results, args.output, with_plot=False)

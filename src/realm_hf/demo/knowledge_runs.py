@@ -235,13 +235,14 @@ def run_reading_warmup(recipe: dict, paths: dict, work: str, ict_dir: str | None
 def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Dataset, tagger: Any, work: str,
                 start_dir: str | None, ict_dir: str | None, frozen: bool, eval_every: int, seed: int,
                 rebuild_final_index: bool = False, before: dict | None = None, index_type: str = "Flat",
-                **overrides: Any) -> dict:
+                also_evaluate: datasets.Dataset | None = None, **overrides: Any) -> dict:
     """One REALM pre-training run of the recipe, from the reading warm-up's encoder (`start_dir`) when given, with
     the retriever trained or `frozen`; returns the held-out figures before and after, the curve and the time.
     `eval_every` 0 evaluates after the last step only; `before`, the figures of a run with the same start (its
     `curve[0]`), saves evaluating that start again. `index_type` is the training index's; `overrides` replace
     [`PretrainingArguments`] of the recipe (an ablation: `masking`, `use_null_document`, `num_candidates`,
-    `refresh_schedule`, ...)."""
+    `refresh_schedule`, ...). `also_evaluate`, other held-out sentences, are measured before and after the run only
+    (`"also_evaluated"`: `{"before", "after"}`)."""
     steps = recipe["steps"]
     if start_dir is not None:  # after the reading warm-up: its encoder, and the initial retriever
         model = ModelArguments(
@@ -261,8 +262,12 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
     )
     started = time.time()
     before = {k: v for k, v in before.items() if k != "step"} if before is not None else trainer.evaluate(0)
+    also_before = trainer.evaluate_sentences(also_evaluate) if also_evaluate is not None else None
     history = trainer.train()
     seconds = time.time() - started
+    also_evaluated = (
+        {"before": also_before, "after": trainer.evaluate_sentences(also_evaluate)} if also_evaluate is not None else None
+    )
     curve = [{"step": 0, **before}] + [
         {"step": r["step"], **{k[len("eval/"):]: v for k, v in r.items() if k.startswith("eval/")}}
         for r in history if any(k.startswith("eval/") for k in r)
@@ -295,6 +300,7 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
             {"step": r["step"], "ru_top": round(r["ru_top"], 4)} for r in history if "ru_top" in r
         ],
         "index_staleness": index_staleness(history),
+        **({"also_evaluated": also_evaluated} if also_evaluated is not None else {}),
     }
 
 
