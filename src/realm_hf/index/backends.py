@@ -16,9 +16,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..utils.files import reading_file
 from .compressed import COMPRESSED, DEFAULT_NPROBE, DEFAULT_RERANK, MipsToL2, compressed_faiss_index
 from .faiss_loader import import_faiss
 from .index_types import TORCH_EXACT, is_supported_index_type, unsupported_index_type_message
+from .manifest import DAMAGED_INDEX_HINT
 from .pacing import pause_point
 
 
@@ -347,7 +349,9 @@ class FaissBackend:
         path = os.path.join(directory, FAISS_FILE)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"Missing {FAISS_FILE} in {directory} (index_type={index_type!r} needs it).")
-        index = import_faiss().read_index(path)
+        faiss = import_faiss()
+        with reading_file(path, DAMAGED_INDEX_HINT):
+            index = faiss.read_index(path)
         return cls(index, index_type, search_params=search_params, device=device, transform=transform)
 
     def to(self, device: str | torch.device | None) -> FaissBackend:

@@ -30,6 +30,11 @@ REBUILD_HINT = (
     "Rebuild the index with the model you are using: `realm-hf build-index --model <model> --output <dir>` "
     "or `RealmIndex.build(blocks, retriever, tokenizer).save_pretrained(<dir>)`."
 )
+DAMAGED_INDEX_HINT = (
+    "the index directory is damaged (an interrupted copy or download?): copy or download it again, or rebuild it "
+    "(`realm-hf build-index --model <model> --output <dir>`)"
+)
+"""What to do about an unreadable file of an index directory (the end of an `UnreadableFileError`)."""
 
 
 def _package_version() -> str:
@@ -187,10 +192,9 @@ class IndexManifest:
         package does not build (the factory string would go to faiss)."""
         if not os.path.isfile(path):
             raise FileNotFoundError(f"No index manifest at {path}; this directory is not a RealmIndex. {REBUILD_HINT}")
-        fix = "the index directory is damaged: " + REBUILD_HINT[0].lower() + REBUILD_HINT[1:].rstrip(".")
-        data = read_json_file(path, fix)
+        data = read_json_file(path, DAMAGED_INDEX_HINT)
         if not isinstance(data, dict):
-            raise UnreadableFileError(f"{path} holds a JSON {type(data).__name__}, not a manifest; {fix}.")
+            raise UnreadableFileError(f"{path} holds a JSON {type(data).__name__}, not a manifest; {DAMAGED_INDEX_HINT}.")
         version = data.get("format_version")
         if version is None or version > FORMAT_VERSION:
             raise ValueError(

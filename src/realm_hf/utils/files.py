@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
+    "MODEL_FILE_HINT",
     "REWRITE_HINT",
     "UnreadableFileError",
     "damaged_model_file",
@@ -26,6 +27,12 @@ __all__ = [
 
 REWRITE_HINT = "it is damaged or cut short (an interrupted write or copy?): restore it, or write it again"
 """What to do about an unreadable file when the caller knows nothing better."""
+
+MODEL_FILE_HINT = (
+    "it is damaged or cut short (an interrupted copy, download or save?): copy the model directory again, save the "
+    "model again, or for a Hub download delete it from the cache and download it again"
+)
+"""What to do about an unreadable file of a saved model (config, weights, tokenizer)."""
 
 
 class UnreadableFileError(ValueError):
