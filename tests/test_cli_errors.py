@@ -98,7 +98,7 @@ def test_an_index_type_typo_in_build_index(data, tmp_path, capsys):
     status = main(["build-index", "--corpus", data["corpus"], "--output", str(tmp_path / "index"),
                    "--index-type", "HNSW32x"])
     assert status == 2
-    assert "--index-type 'HNSW32x' is not a faiss factory string" in error_line(capsys, "build-index")
+    assert "--index-type 'HNSW32x' is not an index type realm_hf builds" in error_line(capsys, "build-index")
 
 
 @pytest.mark.parametrize("command", ["pretrain", "finetune"])
@@ -111,7 +111,7 @@ def test_an_index_type_typo_is_refused_before_any_data_preparation(command, data
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
-    assert "--index_type 'Flatt' is not a faiss factory string" in error_line(capsys, command)
+    assert "--index_type 'Flatt' is not an index type realm_hf builds" in error_line(capsys, command)
     assert not output.exists()  # refused before the trainer made its output directory
 
 

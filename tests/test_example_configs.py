@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from realm_hf.training.arguments import CorpusArguments, LoopArguments, ModelArguments, parse_arguments
+from realm_hf.training.argument_parsing import parse_arguments
+from realm_hf.training.arguments import CorpusArguments, LoopArguments, ModelArguments
 from realm_hf.training.entry_points import ICT_ARGUMENTS, MLM_ARGUMENTS, PRETRAIN_ARGUMENTS
 from realm_hf.training.openqa import OpenQaArguments
 

@@ -23,6 +23,9 @@ except ImportError as error:  # transformers < 5.20: a bare "cannot import name"
         f"{transformers.__version__}: pip install 'transformers>=5.20,<6'."
     ) from error
 
+POOLINGS = ("cls", "pooler", "mean")
+"""How the retriever reduces BERT's outputs to one vector: the [CLS] row, BERT's pooler, or the mean of the tokens."""
+
 # `BertConfig()` defaults are BERT-base, the encoder of the released REALM checkpoints.
 _BERT_BASE: dict = {}
 
@@ -125,7 +128,7 @@ class RealmRetrieverConfig(PreTrainedConfig):
     def validate_realm_retriever(self):
         """Part of `@strict` validation: REALM-specific values."""
         _check_positive("projection_size", self.projection_size, allow_none=True)
-        if self.pooling not in ("cls", "pooler", "mean"):
+        if self.pooling not in POOLINGS:
             raise ValueError(f"`pooling` must be 'cls', 'pooler' or 'mean', got {self.pooling!r}.")
         if self.null_document_score not in ("learned", "embedding"):
             raise ValueError(

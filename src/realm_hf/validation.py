@@ -148,15 +148,19 @@ def check_index_dir(value: str, option: str = "--index") -> None:
 
 def check_index_type(value: str, option: str = "--index-type") -> None:
     r"""
-    Check that `value` is `torch-exact`, the `compressed` preset, or a faiss factory string faiss can parse (and
-    faiss is installed).
+    Check that `value` is an index type the package builds (`torch-exact`, the `compressed` preset, or a faiss factory
+    string of the shapes of `realm_hf.index.index_types`) that faiss can parse (and faiss is installed).
     A string that parses but does not fit the embedding size (e.g. `PQ7` of 128 dimensions) is left to the build,
     which knows the size and names it.
     """
-    from .index.backends import TORCH_EXACT
     from .index.compressed import COMPRESSED
     from .index.faiss_loader import import_faiss
+    from .index.index_types import (
+        INDEX_TYPE_EXAMPLES, TORCH_EXACT, is_supported_index_type, unsupported_index_type_message,
+    )
 
+    if not is_supported_index_type(value):
+        raise UsageError(unsupported_index_type_message(value, option))
     if value == TORCH_EXACT:
         return
     try:
@@ -169,10 +173,7 @@ def check_index_type(value: str, option: str = "--index-type") -> None:
         faiss.index_factory(_PROBE_DIM, value, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as error:
         if "could not parse" in str(error):
-            raise UsageError(
-                f"{option} {value!r} is not a faiss factory string; use one such as Flat, HNSW32, IVF1024,PQ32, "
-                f"SQfp16, {COMPRESSED} (the ~64 bytes/block preset), or {TORCH_EXACT} (no faiss)."
-            ) from error
+            raise UsageError(f"{option} {value!r} is not a faiss factory string; use one such as {INDEX_TYPE_EXAMPLES}.") from error
 
 
 def check_refresh_schedule(value: str, option: str = "--refresh_schedule") -> None:

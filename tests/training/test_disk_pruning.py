@@ -42,6 +42,7 @@ def test_checkpoints_and_index_versions_are_pruned_to_what_the_run_needs(tmp_pat
     assert "Deleted" in done.stderr and "save_total_limit=2" in done.stderr
 
 
-def test_a_save_total_limit_below_one_is_refused():
-    with pytest.raises(ValueError, match="--save_total_limit must be at least 1"):
-        LoopArguments(output_dir="unused", save_total_limit=0)
+def test_a_negative_save_total_limit_is_refused_and_0_keeps_every_checkpoint():
+    with pytest.raises(ValueError, match="--save_total_limit -1 cannot be right: it must be at least 0"):
+        LoopArguments(output_dir="unused", save_total_limit=-1)
+    assert LoopArguments(output_dir="unused", save_total_limit=0).save_total_limit is None

@@ -40,5 +40,5 @@ def test_a_metric_the_evaluation_does_not_give_is_named_with_the_ones_it_does():
 def test_early_stopping_needs_evaluations_during_training():
     with pytest.raises(ValueError, match="needs evaluations during training: set --eval_steps"):
         LoopArguments(output_dir="x", early_stopping_metric="answerable_loss")
-    with pytest.raises(ValueError, match="patience must be at least 1"):
+    with pytest.raises(ValueError, match="--early_stopping_patience 0 cannot be right: it must be at least 1"):
         LoopArguments(output_dir="x", eval_steps=10, early_stopping_metric="answerable_loss", early_stopping_patience=0)

@@ -50,7 +50,7 @@ def test_kill_during_a_checkpoint_save_leaves_no_checkpoint_and_latest_resumes_e
     continued = {step: loss for step, loss in _losses(history).items() if step > 2}
     assert sorted(continued) == [3, 4, 5, 6]  # resumed from step 2, the last complete checkpoint
     assert continued == {step: reference[step] for step in continued}
-    assert _checkpoints(run) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+    assert _checkpoints(run) == ["checkpoint-4", "checkpoint-6"]  # save_total_limit 2 (the default) pruned checkpoint-2
     assert not [name for name in os.listdir(run) if name.startswith(".checkpoint-")]  # no temporary left behind
 
 
@@ -131,7 +131,8 @@ def test_resume_loads_the_checkpoint_index_without_embedding_the_corpus_first(tm
 
 def test_every_checkpoint_keeps_its_index_and_resume_refuses_a_replaced_one(tmp_path, no_dropout):
     # blocking refreshes (asked at steps 2, 4, 6, 8; none at the last step): each swapped in at the step that asks
-    trainer = _make_pretrainer(tmp_path, max_steps=10, refresh="2", save_steps=2, refresh_max_staleness=0)
+    trainer = _make_pretrainer(tmp_path, max_steps=10, refresh="2", save_steps=2, refresh_max_staleness=0,
+                               save_total_limit=0)  # every checkpoint kept
     trainer.train()
     assert [record["swap_step"] for record in trainer.refresher.stats] == [2, 4, 6, 8]
     states = {c: json.loads((tmp_path / c / "trainer_state.json").read_text()) for c in _checkpoints(tmp_path)}
@@ -139,7 +140,8 @@ def test_every_checkpoint_keeps_its_index_and_resume_refuses_a_replaced_one(tmp_
     assert {checkpoint: step for checkpoint, (step, _) in named.items()} == {
         "checkpoint-2": 2, "checkpoint-4": 4, "checkpoint-6": 6, "checkpoint-8": 8, "checkpoint-10": 8,
     }
-    # the index each checkpoint trained with is still on disk, although keep_last=2 alone would keep only 6 and 8;
+    # the index each checkpoint trained with is still on disk, although the refresher's keep_last=2 alone would keep
+    # only 6 and 8;
     # index-0, which no checkpoint names, is gone
     on_disk = sorted(name for name in os.listdir(tmp_path / "index") if name.startswith("index-"))
     assert on_disk == ["index-2", "index-4", "index-6", "index-8"], (states, on_disk)
@@ -154,7 +156,7 @@ def test_every_checkpoint_keeps_its_index_and_resume_refuses_a_replaced_one(tmp_
     resumed.refresher.close()
 
     # an index directory swapped for another after the checkpoint was saved is refused, with the way out
-    other = 6  # the index of another checkpoint
+    other = max(s for s, _ in named.values() if s != step)  # the version another kept checkpoint names
     target = tmp_path / "index" / f"index-{step}"
     shutil.rmtree(target)
     shutil.copytree(tmp_path / "index" / f"index-{other}", target)
@@ -210,4 +212,4 @@ def test_two_process_launch_of_the_readme_command_finishes_with_a_fresh_final_in
     before_step_5 = done.stderr[: done.stderr.index("realm_hf.training.loop: step 5:")]
     assert "realm_hf.index.embedding" not in before_step_5
     _assert_fresh_final_index(output, step=6)
-    assert _checkpoints(output) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+    assert _checkpoints(output) == ["checkpoint-4", "checkpoint-6"]  # the default save_total_limit (2) pruned the first

@@ -24,10 +24,11 @@ from realm_hf.training import (
 
 
 def make_trainer(output_dir, max_steps, refresh="4", resume=None, save_steps=0, logging_steps=2, model_kwargs=None,
-                 **pretraining_kwargs):
+                 save_total_limit=2, **pretraining_kwargs):
     loop = LoopArguments(
         output_dir=str(output_dir), max_steps=max_steps, per_device_batch_size=8, learning_rate=3e-3,
         logging_steps=logging_steps, save_steps=save_steps, report_to="none", resume_from_checkpoint=resume,
+        save_total_limit=save_total_limit,
     )
     model = ModelArguments(random_init=True, **(model_kwargs or {}))
     corpus = CorpusArguments(
@@ -304,8 +305,8 @@ def test_a_build_thread_is_stopped_when_training_fails(tmp_path, monkeypatch):
 
 
 def test_utility_gate_keeps_the_retriever_frozen_until_the_encoder_reads(tmp_path):
-    # a gate no encoder can reach (100 nats of reading utility): the retriever never learns, the encoder does
-    trainer = make_trainer(tmp_path / "closed", max_steps=4, refresh="1", retriever_gate_utility=100.0,
+    # a gate no encoder can reach (10 nats of reading utility, the most a gate may ask): the retriever never learns, the encoder does
+    trainer = make_trainer(tmp_path / "closed", max_steps=4, refresh="1", retriever_gate_utility=10.0,
                            retriever_gate_window=2)
     initial_retriever = _retriever_state(trainer)
     history = trainer.train()
@@ -313,11 +314,11 @@ def test_utility_gate_keeps_the_retriever_frozen_until_the_encoder_reads(tmp_pat
     assert all(torch.equal(initial_retriever[k], v) for k, v in _retriever_state(trainer).items())
     assert trainer.refresher.stats == []  # nothing to refresh: the document tower did not change
     gate_means = [r["ru_gate_window_mean"] for r in history if "ru_gate_window_mean" in r]
-    assert gate_means and all(abs(m) < 100 for m in gate_means)
+    assert gate_means and all(abs(m) < 10 for m in gate_means)
     assert all(r["retriever_learning"] == 0.0 for r in history if "retriever_learning" in r)
 
     # a gate every encoder passes: it opens once the window is full (2 steps), and the retriever learns from then
-    trainer = make_trainer(tmp_path / "open", max_steps=4, refresh="0", retriever_gate_utility=-100.0,
+    trainer = make_trainer(tmp_path / "open", max_steps=4, refresh="0", retriever_gate_utility=-10.0,
                            retriever_gate_window=2)
     initial_retriever = _retriever_state(trainer)
     trainer.args.max_steps = 3  # steps 1-2 fill the window, the gate opens after step 2; step 3 warms the lr up from 0
@@ -327,7 +328,7 @@ def test_utility_gate_keeps_the_retriever_frozen_until_the_encoder_reads(tmp_pat
     state = trainer.extra_state()
     assert state["retriever_start_step"] == 2 and len(state["utility_window"]) == 2
 
-    trainer = make_trainer(tmp_path / "open-longer", max_steps=4, refresh="0", retriever_gate_utility=-100.0,
+    trainer = make_trainer(tmp_path / "open-longer", max_steps=4, refresh="0", retriever_gate_utility=-10.0,
                            retriever_gate_window=2)
     initial_retriever = _retriever_state(trainer)
     trainer.train()

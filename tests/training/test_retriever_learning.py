@@ -36,15 +36,15 @@ def _warnings(records) -> list[str]:
 
 
 def test_a_gate_that_never_opens_is_announced_shown_at_each_log_line_and_summed_up_as_a_warning(tmp_path, caplog):
-    trainer = make_trainer(tmp_path, max_steps=4, refresh="0", save_steps=4, retriever_gate_utility=100.0,
+    trainer = make_trainer(tmp_path, max_steps=4, refresh="0", save_steps=4, retriever_gate_utility=10.0,
                            retriever_gate_window=2)
     records = _train(trainer, caplog)
     start, end = _warnings(records)
     assert "frozen until the gate opens" in start and "--retriever_gate_utility" in start
-    assert end.startswith("The retriever never learned in 4 steps: the gate (retriever_gate_utility=100.0) never opened")
+    assert end.startswith("The retriever never learned in 4 steps: the gate (retriever_gate_utility=10.0) never opened")
     assert "highest utility" in end and "--retriever_gate_utility" in end and "masked-LM signal" in end
     log_lines = [r.getMessage() for r in records if r.getMessage().startswith("step ")]
-    assert log_lines and all("| retriever: frozen (gate: utility " in line and "< 100)" in line for line in log_lines)
+    assert log_lines and all("| retriever: frozen (gate: utility " in line and "< 10)" in line for line in log_lines)
     expected = {"steps_learning": 0, "steps_total": 4, "gate_opened_at_step": None,
                 "reason_frozen": "retriever_gate_utility"}
     for path in (tmp_path, tmp_path / "checkpoint-4"):  # the run's state, and its last checkpoint's

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..utils.options import StrictArgumentParser
 from ..utils.quiet import configure_logging
 from . import ask, average, build_index, convert, demo, download, publish, search, training
 
@@ -51,7 +52,8 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="realm-hf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The `realm-hf` parser: its subcommands' parsers take option names only whole (`StrictArgumentParser`)."""
+    parser = StrictArgumentParser(prog="realm-hf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="Debug logging.")
     parser.add_argument("--debug", action="store_true", help="Show the traceback of an error (before the command).")
     subparsers = parser.add_subparsers(dest="command", required=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 
+from ..utils.options import StrictArgumentParser
 from ..utils.quiet import configure_logging
 from .checkpoint import KIND_ALIASES
 from .converters import convert_checkpoint
@@ -14,7 +14,7 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m realm_hf.convert --src OLD_DIR --output NEW_DIR [--kind ...] [--block-embeddings FILE]`."""
-    parser = argparse.ArgumentParser(
+    parser = StrictArgumentParser(
         prog="realm-hf convert", description="Convert a transformers-REALM (google/realm-*) checkpoint to realm_hf."
     )
     parser.add_argument("--src", required=True, help="Old checkpoint directory (config.json + weights).")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -12,6 +11,7 @@ from typing import Any
 
 from ..index.manifest import IndexManifest
 from ..slicing import split_slice
+from ..utils.files import read_json_file
 from .bundles import BLOCK_SHARD_PATTERN
 from .training_facts import collect_training_facts, round_metric
 
@@ -82,8 +82,7 @@ def load_eval_results(source: str | os.PathLike | Mapping | Sequence) -> list[di
     origin = "evaluation results"
     if isinstance(source, (str, os.PathLike)):
         origin = os.fspath(source)
-        with open(origin, encoding="utf-8") as f:
-            source = json.load(f)
+        source = read_json_file(origin, "write the evaluation results again (realm-hf evaluate --metrics_file FILE)")
     if isinstance(source, Mapping) and "results" in source and "dataset" not in source:
         source = source["results"]
     entries = [source] if isinstance(source, Mapping) else list(source)

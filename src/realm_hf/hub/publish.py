@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..index.manifest import MANIFEST_NAME
+from ..utils.files import MODEL_FILE_HINT, read_json_file
 from .bundles import CARD_FILE
 from .cards import render_model_card
 from .pairing import check_index_matches_model, rebuild_command
 from .remote_code import add_remote_code
-from .training_facts import read_json
 from .upload import commit_files, push_index_to_hub
 
 
@@ -51,7 +51,7 @@ def _model_kind(model_dir: str) -> tuple[str, list[str]]:
     if all(os.path.isfile(os.path.join(model_dir, sub, "config.json")) for sub in ("retriever", "encoder")):
         return "pretrained", ["retriever", "encoder"]
     if os.path.isfile(os.path.join(model_dir, "config.json")):
-        model_type = read_json(os.path.join(model_dir, "config.json")).get("model_type")
+        model_type = read_json_file(os.path.join(model_dir, "config.json"), MODEL_FILE_HINT).get("model_type")
         return {"realm_open_qa": "open_qa", "realm_retriever": "retriever"}.get(model_type, model_type), [""]
     raise FileNotFoundError(
         f"{model_dir} is not a saved REALM model: expected a config.json (RealmForOpenQA, RealmRetriever) or "

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from ..index.manifest import MANIFEST_NAME
+from ..utils.files import read_json_file
 
 
 __all__ = ["collect_training_facts"]
@@ -19,12 +19,6 @@ HISTORY_FILE = "history.json"
 def round_metric(value: Any) -> Any:
     """A number rounded to 2 decimals as cards show metrics (bools and non-numbers pass through)."""
     return round(float(value), 2) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-
-
-def read_json(path: str) -> Any:
-    """The parsed content of a UTF-8 JSON file."""
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def collect_training_facts(model_dir: str | os.PathLike) -> dict[str, Any]:
@@ -50,11 +44,11 @@ def collect_training_facts(model_dir: str | os.PathLike) -> dict[str, Any]:
         for name in TRAINING_ARGS_FILES:
             path = os.path.join(folder, name)
             if os.path.isfile(path) and not facts["args"]:
-                facts["args"] = read_json(path)
+                facts["args"] = read_json_file(path)
                 facts["sources"].append(path)
         path = os.path.join(folder, HISTORY_FILE)
         if os.path.isfile(path) and facts["steps"] is None:
-            history = [record for record in read_json(path) if isinstance(record, Mapping)]
+            history = [record for record in read_json_file(path) if isinstance(record, Mapping)]
             facts["sources"].append(path)
             if history:
                 facts["steps"] = int(max(record.get("step", 0) for record in history))
@@ -70,5 +64,5 @@ def collect_training_facts(model_dir: str | os.PathLike) -> dict[str, Any]:
                             facts["eval"][key[len("eval/"):]] = round_metric(value)
     manifest_path = os.path.join(model_dir, "index", MANIFEST_NAME)
     if os.path.isfile(manifest_path):
-        facts["index_manifest"] = read_json(manifest_path)
+        facts["index_manifest"] = read_json_file(manifest_path)
     return facts

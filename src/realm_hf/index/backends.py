@@ -16,14 +16,16 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..utils.files import reading_file
 from .compressed import COMPRESSED, DEFAULT_NPROBE, DEFAULT_RERANK, MipsToL2, compressed_faiss_index
 from .faiss_loader import import_faiss
+from .index_types import TORCH_EXACT, is_supported_index_type, unsupported_index_type_message
+from .manifest import DAMAGED_INDEX_HINT
 from .pacing import pause_point
 
 
 logger = logging.getLogger(__name__)
 
-TORCH_EXACT = "torch-exact"
 FAISS_FILE = "index.faiss"
 _ADD_CHUNK = 65_536
 _WARNED_NO_FAISS_GPU: set[str] = set()  # devices already told that faiss searches on the CPU
@@ -206,6 +208,8 @@ class FaissBackend:
             train_size (`int`, defaults to 262144): Rows sampled (seeded) to train IVF/PQ quantizers.
             seed (`int`, defaults to 0): Seed of the training sample.
         """
+        if not is_supported_index_type(index_type):
+            raise ValueError(unsupported_index_type_message(index_type, "index_type"))
         faiss = import_faiss()
         dim = int(embeddings.shape[1])
         transform = MipsToL2.fit(embeddings) if index_type == COMPRESSED else None
@@ -345,7 +349,9 @@ class FaissBackend:
         path = os.path.join(directory, FAISS_FILE)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"Missing {FAISS_FILE} in {directory} (index_type={index_type!r} needs it).")
-        index = import_faiss().read_index(path)
+        faiss = import_faiss()
+        with reading_file(path, DAMAGED_INDEX_HINT):
+            index = faiss.read_index(path)
         return cls(index, index_type, search_params=search_params, device=device, transform=transform)
 
     def to(self, device: str | torch.device | None) -> FaissBackend:

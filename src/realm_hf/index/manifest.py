@@ -16,6 +16,9 @@ import torch
 import xxhash
 from torch import nn
 
+from ..utils.files import UnreadableFileError, read_json_file
+from .index_types import is_supported_index_type, unsupported_index_type_message
+
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +30,11 @@ REBUILD_HINT = (
     "Rebuild the index with the model you are using: `realm-hf build-index --model <model> --output <dir>` "
     "or `RealmIndex.build(blocks, retriever, tokenizer).save_pretrained(<dir>)`."
 )
+DAMAGED_INDEX_HINT = (
+    "the index directory is damaged (an interrupted copy or download?): copy or download it again, or rebuild it "
+    "(`realm-hf build-index --model <model> --output <dir>`)"
+)
+"""What to do about an unreadable file of an index directory (the end of an `UnreadableFileError`)."""
 
 
 def _package_version() -> str:
@@ -180,11 +188,13 @@ class IndexManifest:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> IndexManifest:
-        """Read a manifest, refusing unknown format versions and metrics."""
+        """Read a manifest, refusing a damaged file, unknown format versions and metrics, and an index type the
+        package does not build (the factory string would go to faiss)."""
         if not os.path.isfile(path):
             raise FileNotFoundError(f"No index manifest at {path}; this directory is not a RealmIndex. {REBUILD_HINT}")
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json_file(path, DAMAGED_INDEX_HINT)
+        if not isinstance(data, dict):
+            raise UnreadableFileError(f"{path} holds a JSON {type(data).__name__}, not a manifest; {DAMAGED_INDEX_HINT}.")
         version = data.get("format_version")
         if version is None or version > FORMAT_VERSION:
             raise ValueError(
@@ -195,6 +205,11 @@ class IndexManifest:
         unknown = sorted(set(data) - known)
         if unknown:
             logger.warning("Ignoring unknown manifest fields %s in %s", unknown, path)
+        if not is_supported_index_type(data.get("index_type")):
+            raise ValueError(
+                unsupported_index_type_message(data.get("index_type"), f"{path}: index_type")
+                + f" {REBUILD_HINT}"
+            )
         manifest = cls(**{key: value for key, value in data.items() if key in known})
         if manifest.metric != "inner_product":
             raise ValueError(

@@ -36,8 +36,9 @@ import torch
 import torch.multiprocessing
 from safetensors.torch import save_file
 
+from ..utils.files import read_json_file
 from .atomic import write_json_atomic
-from .manifest import fingerprint_state_dict
+from .manifest import DAMAGED_INDEX_HINT, fingerprint_state_dict
 from .mips import RealmIndex
 from .pacing import BuildCancelled, BuildPacer, cancellable_thread
 from .refresh_job import LATEST_NAME, builder_path, builder_process_main, run_build_job
@@ -365,8 +366,7 @@ class IndexRefresher:
         path = os.path.join(self.root, LATEST_NAME)
         if not os.path.isfile(path):
             return None
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_json_file(path, DAMAGED_INDEX_HINT)
 
     @property
     def builder_pid(self) -> int | None:

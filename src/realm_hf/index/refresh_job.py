@@ -8,7 +8,6 @@ safetensors file: nothing is pickled.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import os
 import time
@@ -18,6 +17,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
+from ..utils.files import read_json_file
 from .atomic import write_json_atomic
 from .manifest import fingerprint_state_dict
 from .mips import RealmIndex
@@ -125,8 +125,7 @@ def builder_process_main(job_path: str, log_level: int, realm_hf_log_level: int)
     trainer does: `log_level` for the root logger, `realm_hf_log_level` for realm_hf's own (see `configure_logging`)."""
     logging.basicConfig(level=log_level, format="%(asctime)s [index builder] %(levelname)s %(name)s: %(message)s")
     logging.getLogger("realm_hf").setLevel(realm_hf_log_level)
-    with open(job_path, encoding="utf-8") as f:
-        job = json.load(f)
+    job = read_json_file(job_path)
     if job.get("num_threads"):
         torch.set_num_threads(int(job["num_threads"]))
     if job.get("niceness"):

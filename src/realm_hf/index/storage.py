@@ -23,7 +23,6 @@ Trust rules (see docs/index.md, "Trust"):
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import os
 import shutil
@@ -36,10 +35,13 @@ import torch
 from datasets.table import ConcatenationTable, MemoryMappedTable
 
 from ..corpus.store import int_column
+from ..utils.files import read_json_file, reading_file
 from ..utils.quiet import quiet_checkpoint_io
 from .backends import FAISS_FILE, TORCH_EXACT, FaissBackend, TorchExactBackend
 from .compressed import COMPRESSED, MipsToL2
-from .manifest import FORMAT_VERSION, MANIFEST_NAME, REBUILD_HINT, IndexManifest, check_checksums, file_checksum
+from .manifest import (
+    DAMAGED_INDEX_HINT, FORMAT_VERSION, MANIFEST_NAME, REBUILD_HINT, IndexManifest, check_checksums, file_checksum,
+)
 
 
 logger = logging.getLogger(__name__)
@@ -140,13 +142,18 @@ def saved_folder_of(dataset: datasets.Dataset) -> str | None:
     return folder if _saved_files(folder) == paths else None
 
 
+def _data_files(state_path: str) -> list[dict]:
+    """The `_data_files` entries of a `save_to_disk` folder's `state.json`."""
+    state = read_json_file(state_path, DAMAGED_INDEX_HINT)
+    return state.get("_data_files", []) if isinstance(state, dict) else []
+
+
 def _saved_files(folder: str) -> list[str]:
     """The Arrow files the `state.json` of a `save_to_disk` folder names, in order (none without it)."""
     state_path = os.path.join(folder, "state.json")
     if not os.path.isfile(state_path):
         return []
-    with open(state_path, encoding="utf-8") as f:
-        return [os.path.join(folder, entry.get("filename", "")) for entry in json.load(f).get("_data_files", [])]
+    return [os.path.join(folder, entry.get("filename", "")) for entry in _data_files(state_path)]
 
 
 def save_blocks(blocks: datasets.Dataset, directory: str | os.PathLike) -> None:
@@ -216,8 +223,7 @@ def _block_files(directory: str, manifest: IndexManifest, verify: bool) -> list[
     if os.path.isfile(os.path.join(directory, BLOCKS_DIR, "state.json")):
         if verify and manifest.format_version >= 2:  # format 1 records no block files: one warning, below
             _verify(directory, manifest, [state])
-        with open(os.path.join(directory, BLOCKS_DIR, "state.json"), encoding="utf-8") as f:
-            data_files = [entry.get("filename", "") for entry in json.load(f).get("_data_files", [])]
+        data_files = [entry.get("filename", "") for entry in _data_files(os.path.join(directory, BLOCKS_DIR, "state.json"))]
         for name in data_files:
             if not name or os.path.basename(name) != name or name in (".", ".."):
                 raise ValueError(f"{os.path.join(directory, state)} names a data file {name!r} outside its folder.")
@@ -266,11 +272,13 @@ def load_index_blocks(
     """
     path = os.fspath(path)
     if os.path.isfile(os.path.join(path, "state.json")):
-        return datasets.load_from_disk(path, keep_in_memory=not mmap)
+        with reading_file(path, DAMAGED_INDEX_HINT):
+            return datasets.load_from_disk(path, keep_in_memory=not mmap)
     shards = sorted(shards) if shards is not None else sorted(glob.glob(os.path.join(path, "*.parquet")))
     if not shards:
         raise FileNotFoundError(f"No blocks in {path}: expected a datasets.save_to_disk folder or *.parquet shards.")
-    return datasets.Dataset.from_parquet(shards, keep_in_memory=not mmap)
+    with reading_file(path, DAMAGED_INDEX_HINT):
+        return datasets.Dataset.from_parquet(shards, keep_in_memory=not mmap)
 
 
 def read_index_files(
@@ -317,7 +325,8 @@ def read_index_files(
         _verify(directory, manifest, names)
     shards = [os.path.join(directory, *name.split("/")) for name in block_files if name.endswith(".parquet")]
     blocks = load_index_blocks(blocks_path, mmap=mmap, shards=shards or None)
-    embeddings = np.load(embeddings_path, mmap_mode="r" if mmap else None, allow_pickle=False)  # [N, D]
+    with reading_file(embeddings_path, DAMAGED_INDEX_HINT):
+        embeddings = np.load(embeddings_path, mmap_mode="r" if mmap else None, allow_pickle=False)  # [N, D]
     if embeddings.shape != (manifest.num_blocks, manifest.dim):
         raise ValueError(
             f"{embeddings_path} has shape {list(embeddings.shape)} but the manifest says "

@@ -13,6 +13,7 @@ from transformers import BertConfig, BertForMaskedLM, BertModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.models.bert.modeling_bert import BertEmbeddings, BertLMPredictionHead
 
+from ..utils.files import MODEL_FILE_HINT, reading_model_files
 from ..utils.quiet import quiet_checkpoint_io, without_load_report
 
 logger = logging.getLogger(__name__)
@@ -41,9 +42,10 @@ class RealmPreTrainedModel(PreTrainedModel):
 
         The model records the Hub revision it was read from as `hub_revision` (the commit when transformers resolved
         the revision, as `AutoModel` and `pipeline` do; `None` for a local directory), so that the index folder of
-        the same repo is read at that revision too (`realm_hf.pipelines.index_loading`).
+        the same repo is read at that revision too (`realm_hf.pipelines.index_loading`). A damaged file of a local
+        directory (a cut `model.safetensors`, a broken `config.json`) is named in an `UnreadableFileError`.
         """
-        with quiet_checkpoint_io():
+        with quiet_checkpoint_io(), reading_model_files(pretrained_model_name_or_path, MODEL_FILE_HINT):
             loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading_info) with output_loading_info
         revision = kwargs.get("revision")
@@ -88,7 +90,7 @@ class RealmPreTrainedModel(PreTrainedModel):
 
 def load_bert(name_or_path: str | os.PathLike, add_pooling_layer: bool = True) -> BertModel:
     """A BERT checkpoint (Hub id or directory) as a `BertModel`, without the per-checkpoint progress bar."""
-    with quiet_checkpoint_io():
+    with quiet_checkpoint_io(), reading_model_files(name_or_path, MODEL_FILE_HINT):
         return BertModel.from_pretrained(name_or_path, add_pooling_layer=add_pooling_layer)
 
 
@@ -98,7 +100,7 @@ def load_bert_for_masked_lm(name_or_path: str | os.PathLike) -> BertForMaskedLM:
     all-MiniLM-L6-v2) is expected: the head starts fresh, which is said in one INFO line (once per checkpoint)
     instead of transformers' load report; keys missing or unexpected anywhere else are still a warning.
     """
-    with quiet_checkpoint_io(), without_load_report():
+    with quiet_checkpoint_io(), without_load_report(), reading_model_files(name_or_path, MODEL_FILE_HINT):
         bert, info = BertForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
     head_missing = sorted(key for key in info["missing_keys"] if key.startswith("cls."))
     other_missing = sorted(key for key in info["missing_keys"] if not key.startswith("cls."))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from transformers import AutoTokenizer
 
 from ..initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
 from ..modeling import RealmForOpenQA, RealmRetriever
+from ..utils.files import MODEL_FILE_HINT, read_json_file
 
 __all__ = ["load_retriever"]
 
@@ -47,5 +47,4 @@ def _model_type(directory: str) -> str | None:
     config_file = os.path.join(directory, "config.json")
     if not os.path.isfile(config_file):
         return None
-    with open(config_file, encoding="utf-8") as f:
-        return json.load(f).get("model_type")
+    return read_json_file(config_file, MODEL_FILE_HINT).get("model_type")

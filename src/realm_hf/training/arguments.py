@@ -1,12 +1,12 @@
-"""Training arguments as dataclasses, parsed with `HfArgumentParser` from the command line or a YAML file."""
+"""Training arguments as dataclasses (parsed by `realm_hf.training.argument_parsing`); each refuses, when made, a value
+that cannot be right (`realm_hf.training.argument_limits`)."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from transformers import HfArgumentParser
+from .argument_limits import check_limits
 
 
 @dataclass
@@ -31,9 +31,10 @@ class LoopArguments:
     logging_steps: int = field(default=10, metadata={"help": "Log every N optimizer steps."})
     save_steps: int = field(default=200, metadata={"help": "Checkpoint (accelerator.save_state) every N steps."})
     save_total_limit: int | None = field(
-        default=None,
-        metadata={"help": "Checkpoints kept on disk, the newest (default: all); pre-training keeps the index versions "
-                          "they name with them and deletes the others."},
+        default=2,
+        metadata={"help": "Checkpoints kept on disk, the newest 2 by default (a checkpoint of a BERT-base REALM run "
+                          "weighs gigabytes; `--resume_from_checkpoint latest` needs only the newest); 0 keeps every "
+                          "one. Pre-training keeps the index versions they name with them and deletes the others."},
     )
     eval_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: only at the end)."})
     eval_on_start: bool = field(
@@ -64,11 +65,9 @@ class LoopArguments:
     num_workers: int = field(default=0, metadata={"help": "DataLoader workers."})
 
     def __post_init__(self) -> None:
-        if self.save_total_limit is not None and self.save_total_limit < 1:
-            raise ValueError(
-                f"--save_total_limit must be at least 1 (the checkpoint a resume needs), got {self.save_total_limit}; "
-                "leave it out to keep every checkpoint."
-            )
+        check_limits(self)
+        if self.save_total_limit == 0:
+            self.save_total_limit = None  # every checkpoint kept
         if self.early_stopping_metric and not self.eval_steps:
             raise ValueError(
                 f"--early_stopping_metric {self.early_stopping_metric} needs evaluations during training: set "
@@ -79,8 +78,6 @@ class LoopArguments:
                 f"--overwrite_output_dir deletes the checkpoints that --resume_from_checkpoint "
                 f"{self.resume_from_checkpoint} would resume: pass one of them."
             )
-        if self.early_stopping_patience < 1:
-            raise ValueError(f"--early_stopping_patience must be at least 1, got {self.early_stopping_patience}.")
 
 
 @dataclass
@@ -103,6 +100,9 @@ class ModelArguments:
             "longest row (same outputs, less work on padding; see the models' configs)."
         },
     )
+
+    def __post_init__(self) -> None:
+        check_limits(self)
 
 
 @dataclass
@@ -127,6 +127,9 @@ class CorpusArguments:
     )
     cache_dir: str | None = field(default=None, metadata={"help": "Cache of blocks / masked datasets."})
     num_proc: int = field(default=1, metadata={"help": "Processes for preprocessing."})
+
+    def __post_init__(self) -> None:
+        check_limits(self)
 
 
 @dataclass
@@ -266,26 +269,14 @@ class PretrainingArguments:
     )
 
     def __post_init__(self) -> None:
-        if self.mask_source_blocks is not None and self.mask_source_blocks < 1:
-            raise ValueError(f"--mask_source_blocks must be a positive number of blocks, got {self.mask_source_blocks}.")
+        check_limits(self)
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
-        if self.refresh_max_staleness is not None and self.refresh_max_staleness < 0:
+        if self.refresh_time_share is not None and self.refresh_mode not in (None, "paced"):
             raise ValueError(
-                f"--refresh_max_staleness must be 0 or more steps (0: a blocking refresh), got "
-                f"{self.refresh_max_staleness}; leave it out never to wait."
+                f"--refresh_time_share paces the builder: use --refresh_mode paced (got --refresh_mode "
+                f"{self.refresh_mode})."
             )
-        if self.refresh_time_share is not None:
-            if not 0 < self.refresh_time_share <= 1:
-                raise ValueError(
-                    f"--refresh_time_share must be in (0, 1] (the builder's share of the trainer's time, e.g. 0.1), "
-                    f"got {self.refresh_time_share}."
-                )
-            if self.refresh_mode not in (None, "paced"):
-                raise ValueError(
-                    f"--refresh_time_share paces the builder: use --refresh_mode paced (got --refresh_mode "
-                    f"{self.refresh_mode})."
-                )
 
 
 @dataclass
@@ -310,6 +301,9 @@ class MlmArguments:
     )
     eval_max_blocks: int = field(default=512, metadata={"help": "Held-out blocks evaluated (masked once, seeded)."})
 
+    def __post_init__(self) -> None:
+        check_limits(self)
+
 
 @dataclass
 class IctArguments:
@@ -317,6 +311,9 @@ class IctArguments:
 
     remove_probability: float = field(default=0.9, metadata={"help": "Remove the query sentence from its block."})
     temperature: float = field(default=1.0, metadata={"help": "Scores are divided by this before the softmax."})
+
+    def __post_init__(self) -> None:
+        check_limits(self)
 
 
 @dataclass
@@ -409,6 +406,9 @@ class OpenQaArguments:
                   "blocks plus their retrieval scores, ORQA). A loaded RealmReader / RealmForOpenQA keeps its own."},
     )
 
+    def __post_init__(self) -> None:
+        check_limits(self)
+
 
 T = TypeVar("T")
 
@@ -449,31 +449,6 @@ class OpenQaEvaluationArguments:
     def __post_init__(self) -> None:
         from ..evaluation import parse_recall_at
 
+        check_limits(self)
+
         parse_recall_at(self.recall_at)  # a bad value fails before the model loads
-
-
-def parse_arguments(dataclass_types: tuple[type, ...], argv: list[str] | None = None, prog: str | None = None) -> tuple:
-    """Parse `--config file.yaml` (then command-line overrides) or plain command-line arguments; `prog` names the
-    program in argparse's messages (default: the script's file name)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = HfArgumentParser(dataclass_types, prog=prog)
-    if "--config" in argv:
-        import yaml
-
-        position = argv.index("--config")
-        path = argv[position + 1]
-        with open(path, encoding="utf-8") as f:
-            from_yaml = yaml.safe_load(f) or {}
-        rest = argv[:position] + argv[position + 2 :]
-        overrides = parser.parse_args_into_dataclasses(args=_as_cli(from_yaml) + rest)
-        return tuple(overrides)
-    return tuple(parser.parse_args_into_dataclasses(args=argv))
-
-
-def _as_cli(values: dict) -> list[str]:
-    args: list[str] = []
-    for key, value in values.items():
-        if value is None:
-            continue
-        args += [f"--{key}", str(value)]
-    return args

@@ -28,9 +28,10 @@ from ..validation import (
     check_corpus, check_index_dir, check_index_type, check_model, check_qa_files, check_refresh_device,
     check_refresh_schedule,
 )
+from .argument_parsing import parse_arguments
 from .arguments import (
     CorpusArguments, IctArguments, LoopArguments, MlmArguments, ModelArguments, OpenQaArguments,
-    OpenQaEvaluationArguments, PretrainingArguments, parse_arguments,
+    OpenQaEvaluationArguments, PretrainingArguments,
 )
 
 __all__ = [
@@ -42,7 +43,6 @@ _CONFIG_HELP = (
     "Arguments come from `--config FILE.yaml` (keys are the argument names below) and/or the command line; "
     "command-line values override the file."
 )
-_UNUSED_ARGUMENTS = "not used by the HfArgumentParser"  # transformers' message for arguments no field takes
 
 NEGATED_HELP = {
     "share_towers": "Two networks: a query tower and a document tower (default: one shared network).",
@@ -89,7 +89,8 @@ def parse_command_line(
 ) -> tuple:
     r"""
     [`parse_arguments`] with command-line manners: `--help` prints the fields of `dataclass_types` and exits 0;
-    an unknown argument, or a `--config` without a readable file, prints an error naming it and exits 2.
+    an argument that is not exactly an option (naming the nearest one), a value out of its limits, or a `--config`
+    without a readable file, prints one line naming it and exits 2.
 
     Args:
         dataclass_types (`tuple[type, ...]`): The argument dataclasses, in the order they are returned.
@@ -119,15 +120,8 @@ def parse_command_line(
     try:
         parsed = parse_arguments(dataclass_types, argv, prog=prog)
         check_arguments(parsed)
-    except ValueError as error:  # an unknown argument, a field's own validation, or a check of `_CHECKS`
-        if _UNUSED_ARGUMENTS not in str(error):
-            _fail(prog, " ".join(str(error).split()))
-        unknown = str(error).split(": ", 1)[-1]
-        _fail(
-            prog,
-            f"unrecognized arguments {unknown} (from the command line or the --config file); "
-            f"run `{prog} --help` for the accepted ones.",
-        )
+    except ValueError as error:  # a name that is not an option, a value out of its limits, a check of `_CHECKS`
+        _fail(prog, " ".join(str(error).split()))
     return parsed
 
 

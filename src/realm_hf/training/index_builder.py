@@ -17,6 +17,7 @@ from transformers import AutoTokenizer
 from ..index import RealmIndex
 from ..index.sharded import build_shard
 from ..modeling import RealmRetriever
+from ..utils.files import reading_file
 from .precision import autocast_dtype
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ def build_index_from_snapshot(
     retriever = RealmRetriever.from_pretrained(retriever_dir)
     retriever.document_embedder.load_state_dict(state_dict)
     retriever.to(target)
-    blocks = datasets.load_from_disk(blocks_dir)
+    with reading_file(blocks_dir):
+        blocks = datasets.load_from_disk(blocks_dir)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     autocast = autocast_dtype(dtype)
     used = str(next(retriever.document_embedder.parameters()).device)

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from ..index.atomic import publish_directory, write_json_atomic
 from ..registration import register_what_is_loaded
+from ..utils.files import read_json_file, reading_model_files
 from .arguments import LoopArguments
 from .early_stopping import EarlyStopping
 from .output_dir import (  # noqa: F401 - complete_checkpoints, latest_checkpoint: also the loop's public names
@@ -39,6 +40,12 @@ from .output_dir import (  # noqa: F401 - complete_checkpoints, latest_checkpoin
 from .precision import resolve_mixed_precision
 
 logger = logging.getLogger(__name__)
+
+CHECKPOINT_HINT = (
+    "the checkpoint is damaged (an interrupted copy?): resume from an earlier one (--resume_from_checkpoint "
+    "<output_dir>/checkpoint-<step>) or delete this one"
+)
+"""What to do about an unreadable file of a checkpoint."""
 
 
 def as_examples(batch: list[dict]) -> list[dict]:
@@ -267,9 +274,9 @@ class TrainingLoop:
             logger.info("No checkpoint in %s; starting from scratch", self.args.output_dir)
             return 0
         checkpoint = resolved
-        self.accelerator.load_state(checkpoint)
-        with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
-            state = json.load(f)
+        with reading_model_files(checkpoint, CHECKPOINT_HINT):
+            self.accelerator.load_state(checkpoint)
+        state = read_json_file(os.path.join(checkpoint, TRAINER_STATE), CHECKPOINT_HINT)
         self.step = int(state["step"])
         self.history = state.get("history", [])
         if self.early_stopping is not None and "early_stopping" in state:

@@ -3,7 +3,6 @@ and their tokenizer."""
 
 from __future__ import annotations
 
-import json
 import os
 
 from ..configuration import (
@@ -12,6 +11,7 @@ from ..configuration import (
 from ..initial_weights import resolve_bert_path
 from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
 from ..modeling.retriever import load_bert_weights
+from ..utils.files import MODEL_FILE_HINT, read_json_file
 from .arguments import CorpusArguments, ModelArguments, OpenQaArguments
 
 __all__ = [
@@ -33,8 +33,7 @@ def is_realm_dir(path: str, model_type: str) -> bool:
     config = os.path.join(path, "config.json")
     if not os.path.isfile(config):
         return False
-    with open(config, encoding="utf-8") as f:
-        return json.load(f).get("model_type") == model_type
+    return read_json_file(config, MODEL_FILE_HINT).get("model_type") == model_type
 
 
 def _tiny_bert(vocab_size: int, corpus_args: CorpusArguments) -> dict:

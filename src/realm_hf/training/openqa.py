@@ -9,7 +9,6 @@ the document tower is frozen (untied first when the towers are shared, see `Open
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -21,9 +20,10 @@ from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.openqa import OpenQaCollator, load_qa_examples, model_inputs
 from ..evaluation import evaluate_open_qa, resolve_index_directory, retrieve_and_collate, write_metrics_file
 from ..index import RealmIndex
-from ..index.manifest import MANIFEST_NAME, fingerprint_module
+from ..index.manifest import DAMAGED_INDEX_HINT, MANIFEST_NAME, fingerprint_module
 from ..initial_weights import resolve_bert_path
 from ..modeling import RealmForOpenQA
+from ..utils.files import read_json_file
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, OpenQaArguments
 from .loop import TrainingLoop, as_examples, make_accelerator
 from .models import is_realm_dir, load_open_qa_model, open_qa_tokenizer_path, untie_retriever_towers
@@ -200,8 +200,7 @@ class OpenQaTrainer(TrainingLoop):
         manifest = os.path.join(directory, MANIFEST_NAME)
         if not os.path.isfile(manifest):
             return False
-        with open(manifest, encoding="utf-8") as f:
-            fingerprint = json.load(f).get("fingerprint")
+        fingerprint = read_json_file(manifest, DAMAGED_INDEX_HINT).get("fingerprint")
         if fingerprint != self._doc_fingerprint:
             logger.info("The index at %s was built by other weights; rebuilding it", directory)
             return False

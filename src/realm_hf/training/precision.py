@@ -16,9 +16,11 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["autocast_dtype", "cpu_bf16_speedup", "resolve_embed_dtype", "resolve_mixed_precision"]
+__all__ = ["EMBED_DTYPES", "MIXED_PRECISIONS", "autocast_dtype", "cpu_bf16_speedup", "resolve_embed_dtype", "resolve_mixed_precision"]
 
 MIXED_PRECISIONS = ("no", "bf16", "fp16", "auto")
+EMBED_DTYPES = ("bfloat16", "float16", "float32", "auto")
+"""The names `embed_dtype` takes: an autocast dtype of index building, or `"auto"` (that of training)."""
 BF16_MIN_SPEEDUP = 1.1
 """`"auto"` takes bf16 on a CPU only when the probe runs at least this much faster under it (bf16 costs accuracy)."""
 

@@ -6,7 +6,6 @@ the index a checkpoint names and its restoration on resume, and the final index 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
@@ -17,9 +16,10 @@ from accelerate.utils import broadcast_object_list, gather_object
 from ..index import IndexRefresher, RealmIndex, RefreshSchedule, ShardedRealmIndex
 from ..index.atomic import atomic_directory
 from ..index.manifest import fingerprint_module
+from ..utils.files import read_json_file
 from ..utils.quiet import quiet_checkpoint_io
 from .index_builder import build_index_from_snapshot, refresh_resources
-from .loop import TRAINER_STATE, complete_checkpoints, resolve_checkpoint
+from .loop import CHECKPOINT_HINT, TRAINER_STATE, complete_checkpoints, resolve_checkpoint
 from .precision import autocast_dtype
 from .pretraining_data import blocks_checksum
 
@@ -229,8 +229,7 @@ class PretrainingIndexMixin:
         recorded in flight."""
         indexes, in_flight = set(), set()
         for checkpoint in complete_checkpoints(self.args.output_dir):
-            with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as f:
-                named = json.load(f)
+            named = read_json_file(os.path.join(checkpoint, TRAINER_STATE), CHECKPOINT_HINT)
             if named.get("index_step") is not None:
                 indexes.add(int(named["index_step"]))
             in_flight |= {int(record["step"]) for record in named.get("refresh_in_flight", [])}

@@ -27,6 +27,7 @@ import xxhash
 from ..corpus import load_corpus_articles, split_into_blocks
 from ..corpus.store import RaggedRows
 from ..data.masking import build_masked_dataset
+from ..utils.files import read_json_file, reading_file
 from .arguments import CorpusArguments, PretrainingArguments
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 MASKED_SENTENCES_FILE = "masked_sentences.json"
 """The metadata file of a `realm-hf mask` directory (beside the Arrow files of `save_to_disk`)."""
 _FORMAT = 1
+_MASK_AGAIN = "it is damaged or cut short (an interrupted write or copy?): delete the directory and run `realm-hf mask` again"
 
 
 @dataclass
@@ -129,8 +131,7 @@ def read_masked_metadata(directory: str | os.PathLike) -> dict | None:
     path = os.path.join(os.fspath(directory), MASKED_SENTENCES_FILE)
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json_file(path, _MASK_AGAIN)
 
 
 def load_masked_sentences(
@@ -167,7 +168,8 @@ def load_masked_sentences(
             + ", ".join(f"{name}={was!r} there, {now!r} here" for name, (was, now) in differing.items())
             + ". Run `realm-hf mask` again with this config, or pass the settings it was made with."
         )
-    masked = datasets.load_from_disk(directory)
+    with reading_file(directory, _MASK_AGAIN):
+        masked = datasets.load_from_disk(directory)
     if x_is_z:
         checksum = blocks_checksum(blocks)
         if metadata["blocks_checksum"] != checksum or metadata["num_blocks"] != len(blocks):

@@ -1,0 +1,54 @@
+"""Only the index types the package builds reach faiss: a manifest's `index_type` is checked when it is read (an index
+from a downloaded repo must not hand faiss a factory string of its choosing), and so are the build and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from index_helpers import make_blocks
+
+from realm_hf.index import RealmIndex
+from realm_hf.index.index_types import is_supported_index_type
+from realm_hf.validation import UsageError, check_index_type
+
+faiss = pytest.importorskip("faiss")
+
+BUILT = [
+    "Flat", "HNSW32", "HNSW32,SQ8", "SQfp16", "PQ8", "IVF284,Flat", "IVF284,SQ8", "IVF284,PQ64", "IVF284,PQ64x6",
+    "IVF284,PQ64x4fs", "IVF755,PQ32,RFlat", "IVF4096,PQ32,Refine(Flat)", "IVF64_HNSW32,PQ16", "OPQ48_192,IVF755,PQ48",
+]
+"""The factory strings the docs, configs and benchmarks build (and their shapes)."""
+REFUSED = ["IDMap,Flat", "LSH", "Flat ", "IVF10,Flat,IVF20,Flat", "HNSW32x", "Flatt", "", "PQ8;rm -rf", "flat"]
+
+
+@pytest.mark.parametrize("index_type", BUILT)
+def test_the_types_the_package_builds_are_accepted_and_parse(index_type):
+    assert is_supported_index_type(index_type)
+    check_index_type(index_type)
+    faiss.index_factory(192, index_type, faiss.METRIC_INNER_PRODUCT)
+
+
+@pytest.mark.parametrize("index_type", REFUSED)
+def test_other_strings_are_refused_in_one_line(index_type):
+    assert not is_supported_index_type(index_type)
+    with pytest.raises(UsageError, match=r"^--index-type .* is not an index type realm_hf builds; use one such as Flat"):
+        check_index_type(index_type)
+
+
+def test_the_build_refuses_a_type_faiss_would_take():
+    vectors = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"^index_type 'IDMap,Flat' is not an index type realm_hf builds"):
+        RealmIndex.from_embeddings(make_blocks(16), vectors, index_type="IDMap,Flat")
+
+
+@pytest.mark.parametrize("written", ["IDMap,Flat", "LSH", 42, None])
+def test_a_manifest_with_another_index_type_is_refused_naming_it_before_faiss_reads_anything(tmp_path, written):
+    vectors = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    RealmIndex.from_embeddings(make_blocks(16), vectors, index_type="Flat").save_pretrained(tmp_path / "index")
+    path = tmp_path / "index" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    path.write_text(json.dumps({**manifest, "index_type": written}))
+    with pytest.raises(ValueError, match=rf"^{path}: index_type {written!r} is not an index type realm_hf builds"):
+        RealmIndex.from_pretrained(tmp_path / "index")
