@@ -33,6 +33,7 @@ from .pretrain_evaluation import held_out_sentence_figures, zero_shot_recall
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
 from .retriever_learning import RetrieverLearningTracker, retrieval_diversity
+from .zero3 import whole_copy
 
 logger = logging.getLogger(__name__)
 
@@ -403,13 +404,16 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         was_training = model.training
         model.eval()
         # a sharded index is searched by all ranks together: then every rank evaluates (the same questions)
-        if self.pretraining_args.eval_qa_file and (self.accelerator.is_main_process or self.shards_index):
+        evaluates_recall = self.accelerator.is_main_process or self.shards_index
+        # under ZeRO-3 every rank makes the whole copy, for the ranks that evaluate alone
+        retriever = whole_copy(self.accelerator, self.retriever) if self.pretraining_args.eval_qa_file else None
+        if self.pretraining_args.eval_qa_file and evaluates_recall:
             if self.pretraining_args.eval_answerable_only and self._answer_finder is None:
                 self._answer_finder = CorpusAnswerFinder(
                     f"{title} {text}" for title, text in zip(self.blocks["title"], self.blocks["text"])
                 )
             results["zero_shot_recall@5"] = zero_shot_recall(
-                self.retriever, self.tokenizer, self.index, self.pretraining_args.eval_qa_file,
+                retriever, self.tokenizer, self.index, self.pretraining_args.eval_qa_file,
                 self.pretraining_args.eval_max_questions, self.corpus_args.query_max_length, self.accelerator.device,
                 answer_finder=self._answer_finder,
             )
