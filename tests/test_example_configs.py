@@ -51,6 +51,6 @@ def test_accelerate_config_is_one_accelerate_reads(path):
         assert os.path.isfile(os.path.join(CONFIG_DIR, "..", "..", config.deepspeed_config["deepspeed_config_file"]))
 
 
-def test_accelerate_configs_cover_one_gpu_ddp_and_zero2():
+def test_accelerate_configs_cover_one_gpu_ddp_zero2_and_zero3():
     names = {os.path.basename(path) for path in ACCELERATE_CONFIGS}
-    assert {"accelerate-1gpu.yaml", "accelerate-ddp.yaml", "accelerate-zero2.yaml"} <= names
+    assert {"accelerate-1gpu.yaml", "accelerate-ddp.yaml", "accelerate-zero2.yaml", "accelerate-zero3.yaml"} <= names

@@ -38,6 +38,7 @@ from .output_dir import (  # noqa: F401 - complete_checkpoints, latest_checkpoin
     FINAL_NAME, HISTORY_NAME, TRACKER_RUN_NAME, TRAINER_STATE, claim_output_dir, complete_checkpoints, latest_checkpoint,
 )
 from .precision import resolve_mixed_precision
+from .zero3 import load_models_whole, whole_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +233,8 @@ class TrainingLoop:
         issue since the other ranks never join it."""
 
     def save_model(self, directory: str) -> None:
-        """Write the final model (main process only: no collectives here, see `before_final_save`)."""
+        """Write the final model (main process only: no collectives here, see `before_final_save`; under ZeRO-3 `train`
+        calls it with the weights gathered whole)."""
         self.accelerator.unwrap_model(self.model).save_pretrained(directory)
 
     # ------------------------------------------------------------------------------------------ checkpoints
@@ -358,8 +360,11 @@ class TrainingLoop:
         self.accelerator.wait_for_everyone()
         self.before_final_save()  # every rank, in lockstep
         self.accelerator.wait_for_everyone()
+        # every rank: ZeRO-3 gathers the partitioned weights for the main process to save them whole
+        with whole_parameters(self.accelerator, self.unwrapped_model()):
+            if self.accelerator.is_main_process:
+                self.save_model(os.path.join(args.output_dir, FINAL_NAME))
         if self.accelerator.is_main_process:
-            self.save_model(os.path.join(args.output_dir, FINAL_NAME))
             with open(os.path.join(args.output_dir, HISTORY_NAME), "w", encoding="utf-8") as f:
                 json.dump(self.history, f, indent=2)
         summary = self.on_train_end()
@@ -416,6 +421,7 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
     # the REALM configs and models with transformers' Auto classes, so that a tokenizer or config read from a model
     # directory resolves our model types (cheap: transformers' auto modules are loaded by now)
     register_what_is_loaded()
+    _process_group()
     args.mixed_precision = _agreed_mixed_precision(args.mixed_precision)  # "auto" becomes what this machine runs
     _release_other_precision(args.mixed_precision)
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else None
@@ -430,13 +436,7 @@ def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) 
     )
     # before any work: a run never mixes its outputs with another run's in the same directory
     claim_output_dir(args.output_dir, args.resume_from_checkpoint, args.overwrite_output_dir, accelerator.state)
-    deepspeed = accelerator.state.deepspeed_plugin
-    if deepspeed is not None and deepspeed.zero_stage == 3:
-        raise ValueError(
-            "DeepSpeed ZeRO-3 (zero_optimization.stage 3) partitions the weights, and the index refresh, the document "
-            "tower's fingerprint and the saved model read them whole: use ZeRO-2 "
-            "(--deepspeed_config_file examples/configs/ds_zero2.json), which shards optimizer states and gradients."
-        )
+    load_models_whole(accelerator)  # ZeRO-3: the models load whole; `accelerator.prepare` partitions them
     return accelerator
 
 
@@ -453,12 +453,24 @@ def _release_other_precision(mixed_precision: str) -> None:
         AcceleratorState._reset_state()
 
 
+def _process_group() -> PartialState:
+    """The process state of this run, made as the Accelerator will make it (it takes this one), with one fix: launched
+    with DeepSpeed on a machine without an accelerator, accelerate picks no backend, so DeepSpeed joins the ranks
+    (gloo) while accelerate counts one process and every rank acts as the main one. There the backend is gloo."""
+    cpu = parse_flag_from_env("ACCELERATE_USE_CPU")  # CPU ranks stay ranks
+    launched = int(os.environ.get("LOCAL_RANK", -1)) != -1
+    deepspeed_on_cpu = parse_flag_from_env("ACCELERATE_USE_DEEPSPEED") and launched and not cpu
+    if deepspeed_on_cpu and not torch.accelerator.is_available():
+        return PartialState(cpu=cpu, backend="gloo")
+    return PartialState(cpu=cpu)
+
+
 def _agreed_mixed_precision(mixed_precision: str) -> str:
     """`mixed_precision` resolved on this machine (see `precision.resolve_mixed_precision`); under "auto" every
     process takes the main process's choice, so that all ranks train alike."""
     if mixed_precision != "auto":
         return resolve_mixed_precision(mixed_precision, "cpu")  # checks the name
-    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))  # as the Accelerator will: CPU ranks stay ranks
+    state = _process_group()
     chosen = [resolve_mixed_precision("auto", state.device.type) if state.is_main_process else None]
     if state.num_processes > 1:
         broadcast_object_list(chosen, from_process=0)

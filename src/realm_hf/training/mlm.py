@@ -23,6 +23,7 @@ from ..utils.quiet import quiet_checkpoint_io
 from .arguments import CorpusArguments, LoopArguments, MlmArguments, ModelArguments
 from .loop import TrainingLoop, decay_parameter_groups, make_accelerator
 from .models import TINY_BERT, is_realm_dir
+from .zero3 import is_partitioned
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,9 @@ class MlmTrainer(TrainingLoop):
 
     @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, float]:
-        if not self.accelerator.is_main_process:  # the same held-out batches on every rank: the main one reports
+        # the same held-out batches on every rank: the main one evaluates and reports, or under ZeRO-3 (whose forward
+        # passes gather the parameters with collectives) every rank evaluates in step and the main one reports
+        if not self.accelerator.is_main_process and not is_partitioned(self.accelerator):
             return {}
         model = self.unwrapped_model()
         was_training = model.training
@@ -160,6 +163,8 @@ class MlmTrainer(TrainingLoop):
             correct += hits.item()
             count += labelled.item()
         model.train(was_training)
+        if not self.accelerator.is_main_process:
+            return {}
         return {"mlm_accuracy": 100.0 * correct / max(count, 1), "mlm_loss": loss_sum / max(count, 1)}
 
     def save_model(self, directory: str) -> None:

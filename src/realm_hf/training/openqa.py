@@ -14,6 +14,7 @@ import os
 import random
 
 import torch
+from accelerate.utils import broadcast_object_list
 from transformers import AutoTokenizer
 
 from ..corpus import load_corpus_articles, split_into_blocks
@@ -22,12 +23,13 @@ from ..evaluation import evaluate_open_qa, resolve_index_directory, retrieve_and
 from ..index import RealmIndex
 from ..index.manifest import DAMAGED_INDEX_HINT, MANIFEST_NAME, fingerprint_module
 from ..initial_weights import resolve_bert_path
-from ..modeling import RealmForOpenQA
+from ..modeling import RealmForOpenQA, RealmRetriever
 from ..utils.files import read_json_file
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, OpenQaArguments
 from .loop import TrainingLoop, as_examples, make_accelerator
 from .models import is_realm_dir, load_open_qa_model, open_qa_tokenizer_path, untie_retriever_towers
 from .precision import autocast_dtype, resolve_embed_dtype
+from .zero3 import whole_copy
 
 logger = logging.getLogger(__name__)
 
@@ -191,8 +193,13 @@ class OpenQaTrainer(TrainingLoop):
             logger.info("Using the index of %s at %s", self._source_model_dir, directory)
             return self._load_index(directory)
         directory = os.path.join(self.args.output_dir, INDEX_SUBDIR)
-        if self.accelerator.is_main_process and not self._reusable(directory):
-            self._build_index().save_pretrained(directory)
+        rebuild = [self.accelerator.is_main_process and not self._reusable(directory)]
+        if self.accelerator.num_processes > 1:
+            broadcast_object_list(rebuild)  # under ZeRO-3 every rank takes part in the copy the main one embeds with
+        if rebuild[0]:
+            retriever = whole_copy(self.accelerator, self.open_qa_model.retriever)
+            if self.accelerator.is_main_process:
+                self._build_index(retriever).save_pretrained(directory)
         self.accelerator.wait_for_everyone()
         return self._load_index(directory)
 
@@ -207,9 +214,8 @@ class OpenQaTrainer(TrainingLoop):
         logger.info("Reusing the index at %s (built by the same document tower)", directory)
         return True
 
-    def _build_index(self) -> RealmIndex:
+    def _build_index(self, retriever: RealmRetriever) -> RealmIndex:
         corpus_args = self.corpus_args
-        retriever = self.open_qa_model.retriever
         articles = load_corpus_articles(corpus_args.corpus, corpus_args.max_articles)
         blocks = split_into_blocks(
             articles, self.tokenizer, max_length=min(corpus_args.block_length, retriever.config.block_max_length),
@@ -303,11 +309,14 @@ class OpenQaTrainer(TrainingLoop):
         `answerable_loss`, the training loss on them (the mean over the questions with an answer span in their
         top-k blocks: what `--early_stopping_metric answerable_loss` watches for the reader's convergence).
         """
-        if not self.eval_examples or not self.accelerator.is_main_process:
+        if not self.eval_examples:
             return {}
-        held_out_loss = self.held_out_loss(self.eval_examples)
+        model = whole_copy(self.accelerator, self.open_qa_model)  # every rank under ZeRO-3; the main one evaluates
+        if not self.accelerator.is_main_process:
+            return {}
+        held_out_loss = self.held_out_loss(self.eval_examples, model)
         metrics, _ = evaluate_open_qa(
-            self.open_qa_model, self.tokenizer, self.index, self.eval_examples, top_k=self.top_k,
+            model, self.tokenizer, self.index, self.eval_examples, top_k=self.top_k,
             batch_size=self.openqa_args.eval_batch_size, device=self.accelerator.device,
             predictions_file=os.path.join(self.args.output_dir, "eval_predictions.jsonl"),
             truncate_questions=self.openqa_args.truncate_questions, progress=False,
@@ -321,15 +330,20 @@ class OpenQaTrainer(TrainingLoop):
         return metrics
 
     @torch.no_grad()
-    def held_out_loss(self, examples: list[dict]) -> float | None:
-        """The reading loss of `examples` with their top-k blocks, averaged over the answerable ones (None: none is)."""
-        model = self.open_qa_model
+    def held_out_loss(self, examples: list[dict], model: RealmForOpenQA | None = None) -> float | None:
+        """The reading loss of `examples` with their top-k blocks, averaged over the answerable ones (None: none is),
+        read by `model` (default: the model being trained; a process that evaluates alone under ZeRO-3 passes a
+        [`whole_copy`])."""
+        model = self.open_qa_model if model is None else model
         was_training = model.training
         model.eval()
         total = count = 0.0
         batch_size = self.openqa_args.eval_batch_size
         for start in range(0, len(examples), batch_size):
-            batch = self.retrieve_and_collate(examples[start : start + batch_size])
+            batch = retrieve_and_collate(
+                model, self.index, self.collator, examples[start : start + batch_size], self.top_k,
+                device=self.accelerator.device,
+            )
             answerable = int(batch["answerable"].sum())
             if not answerable:
                 continue

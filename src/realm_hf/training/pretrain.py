@@ -33,6 +33,7 @@ from .pretrain_evaluation import held_out_sentence_figures, zero_shot_recall
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
 from .retriever_learning import RetrieverLearningTracker, retrieval_diversity
+from .zero3 import whole_copy
 
 logger = logging.getLogger(__name__)
 
@@ -133,9 +134,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         self.last_retrieved_ids: torch.Tensor | None = None  # [B, k-1] of the latest search
         self._answer_finder: CorpusAnswerFinder | None = None  # built at the first evaluation that needs it
         self.tokenizer = AutoTokenizer.from_pretrained(pretraining_tokenizer_path(model_args))
-        retriever, encoder = load_models(
-            model_args, corpus_args, len(self.tokenizer), self.tokenizer.mask_token_id
-        )
+        retriever, encoder = load_models(model_args, corpus_args, len(self.tokenizer), self.tokenizer.mask_token_id)
         if pretraining_args.ict_warm_start:
             retriever = RealmRetriever.from_pretrained(pretraining_args.ict_warm_start)
         if not pretraining_args.use_null_document:
@@ -402,16 +401,17 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
         model.eval()
-        # a sharded index is searched by all ranks together: then every rank evaluates (the same questions)
-        if self.pretraining_args.eval_qa_file and (self.accelerator.is_main_process or self.shards_index):
-            if self.pretraining_args.eval_answerable_only and self._answer_finder is None:
+        args = self.pretraining_args
+        # every rank searches a sharded index (the same questions); under ZeRO-3 every rank gathers the copy searched
+        retriever = whole_copy(self.accelerator, self.retriever) if args.eval_qa_file else None
+        if args.eval_qa_file and (self.accelerator.is_main_process or self.shards_index):
+            if args.eval_answerable_only and self._answer_finder is None:
                 self._answer_finder = CorpusAnswerFinder(
                     f"{title} {text}" for title, text in zip(self.blocks["title"], self.blocks["text"])
                 )
             results["zero_shot_recall@5"] = zero_shot_recall(
-                self.retriever, self.tokenizer, self.index, self.pretraining_args.eval_qa_file,
-                self.pretraining_args.eval_max_questions, self.corpus_args.query_max_length, self.accelerator.device,
-                answer_finder=self._answer_finder,
+                retriever, self.tokenizer, self.index, args.eval_qa_file, args.eval_max_questions,
+                self.corpus_args.query_max_length, self.accelerator.device, answer_finder=self._answer_finder,
             )
         if self.eval_examples is not None and len(self.eval_examples):
             results.update(self.evaluate_sentences(self.eval_examples))

@@ -22,6 +22,7 @@ from .index_builder import build_index_from_snapshot, refresh_resources
 from .loop import CHECKPOINT_HINT, TRAINER_STATE, complete_checkpoints, resolve_checkpoint
 from .precision import autocast_dtype
 from .pretraining_data import blocks_checksum
+from .zero3 import is_partitioned, whole_copy, whole_fingerprint, whole_parameters, whole_state_dict
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +50,10 @@ class PretrainingIndexMixin:
         the checkpoint names (`self.index` stays None until then)."""
         self.retriever_dir = os.path.join(work, "retriever-init")
         self.blocks_dir = os.path.join(work, "blocks")
+        with whole_parameters(self.accelerator, self.retriever):  # every rank: ZeRO-3 gathers the weights
+            if self.accelerator.is_main_process:
+                self.retriever.save_pretrained(self.retriever_dir)
         if self.accelerator.is_main_process:
-            self.retriever.save_pretrained(self.retriever_dir)
             self.tokenizer.save_pretrained(self.retriever_dir)
             if not os.path.isdir(self.blocks_dir):
                 with quiet_checkpoint_io(), atomic_directory(self.blocks_dir) as tmp:  # a copy: no bar
@@ -82,6 +85,8 @@ class PretrainingIndexMixin:
         else:
             self.index = self._build_index_now(step=0)
         self.refresher = None
+        # on every rank: under ZeRO-3 all of them gather the document tower for the snapshot of a refresh
+        self.refresh_schedule = RefreshSchedule(self.pretraining_args.refresh_schedule)
         if self.accelerator.is_main_process or self.shards_index:  # sharded: every rank refreshes its shard
             if self.index is not None:
                 # on disk like every refreshed index, so a checkpoint can name the index it trained with
@@ -102,7 +107,7 @@ class PretrainingIndexMixin:
                 },
                 mode=resources.refresher_mode,
                 load_kwargs={"device": self.accelerator.device},  # searched where the trainer runs (a GPU's matmul)
-                schedule=RefreshSchedule(args.refresh_schedule),
+                schedule=self.refresh_schedule,
                 index=self._own_index(), num_threads=resources.num_threads, niceness=resources.niceness,
                 trainer_threads=resources.trainer_threads, time_share=resources.time_share,
                 max_staleness=args.refresh_max_staleness,
@@ -124,13 +129,15 @@ class PretrainingIndexMixin:
         `whole`), else the whole index, embedded sharded over the ranks and gathered."""
         build = ShardedRealmIndex.build if self.shards_index and not whole else RealmIndex.build
         return build(
-            self.blocks, self.retriever, tokenizer=self.tokenizer, index_type=index_type or self.corpus_args.index_type,
+            # ranks embed shards of unequal size: under ZeRO-3 each one embeds with a whole copy of the retriever
+            self.blocks, whole_copy(self.accelerator, self.retriever), tokenizer=self.tokenizer, index_type=index_type or self.corpus_args.index_type,
             batch_size=self.corpus_args.embed_batch_size,
             dtype=autocast_dtype(self.corpus_args.embed_dtype), step=step, device=self.accelerator.device,
         )
 
     def _doc_tower_snapshot(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.retriever.document_embedder.state_dict().items()}
+        """The document tower's weights for a refresh, on the CPU (every rank together under ZeRO-3)."""
+        return whole_state_dict(self.accelerator, self.retriever.document_embedder)
 
     def _swap_refreshed_index(self, step: int, refresh: bool, request: bool = True) -> str | None:
         """Request a refresh when the schedule says so (and `refresh`: no refresh while the retriever is frozen, it
@@ -139,11 +146,14 @@ class PretrainingIndexMixin:
         if self.shards_index:
             return self._swap_refreshed_shards(step, refresh, request)
         swapped = [None]
+        snapshot = None
+        if refresh and request and self.refresh_schedule.should_refresh(step):
+            if self.refresher is not None or is_partitioned(self.accelerator):  # ZeRO-3: every rank gathers it
+                snapshot = self._doc_tower_snapshot()
         if self.refresher is not None and refresh:
-            if request:
-                new_index = self.refresher.on_step(step, self._doc_tower_snapshot)
-            else:
-                new_index = self.refresher.maybe_swap(step)
+            if snapshot is not None:
+                self.refresher.request_refresh(step, snapshot)
+            new_index = self.refresher.maybe_swap(step)
             if new_index is not None:
                 self.index = new_index
                 swapped = [os.path.join(self.index_root, f"index-{new_index.step}")]
@@ -242,7 +252,7 @@ class PretrainingIndexMixin:
         by peer" once they exit)."""
         if self.refresher is not None:
             self.refresher.close()  # a build still running embeds older weights: stop it, it would only compete
-        stale = [self.index.fingerprint != fingerprint_module(self.retriever.document_embedder)]
+        stale = [self.index.fingerprint != whole_fingerprint(self.accelerator, self.retriever.document_embedder)]
         if self.accelerator.num_processes > 1:
             broadcast_object_list(stale)  # one decision for all ranks, whatever each computed
         if stale[0] and self.pretraining_args.rebuild_final_index:
