@@ -200,6 +200,7 @@ def pretrainer(name: str, recipe: dict, model: ModelArguments, corpus: CorpusArg
         PretrainingArguments(**{
             "masking": "salient_span", "num_candidates": KNOWLEDGE_TASK_SHAPES["num_candidates"],
             "refresh_schedule": "10", "refresh_mode": "thread", "rebuild_final_index": rebuild_final_index,
+            "refresh_max_staleness": recipe.get("refresh_max_staleness"),
             "mlm_head_learning_rate": recipe.get("mlm_head_learning_rate_factor", 1.0) * recipe["learning_rate"],
             **pretraining,
         }),
