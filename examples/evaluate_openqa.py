@@ -8,9 +8,12 @@ Add `--retrieval bm25` to retrieve with BM25 over the same blocks and read with 
 see `realm_hf.training.entry_points.main_evaluate`.
 """
 
-from realm_hf.utils.quiet import configure_logging
+import sys
+
+from realm_hf.cli.training import run_example
 from realm_hf.training import main_evaluate
+from realm_hf.utils.quiet import configure_logging
 
 if __name__ == "__main__":
     configure_logging()
-    main_evaluate()
+    sys.exit(run_example("evaluate", main_evaluate))  # Ctrl-C: one line, where it stopped and how to resume

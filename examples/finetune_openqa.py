@@ -15,9 +15,12 @@ or instead of `--config`. The same job as `realm-hf finetune ...` (or `accelerat
 see `realm_hf.training.entry_points.main_finetune`.
 """
 
-from realm_hf.utils.quiet import configure_logging
+import sys
+
+from realm_hf.cli.training import run_example
 from realm_hf.training import main_finetune
+from realm_hf.utils.quiet import configure_logging
 
 if __name__ == "__main__":
     configure_logging()
-    main_finetune()
+    sys.exit(run_example("finetune", main_finetune))  # Ctrl-C: one line, where it stopped and how to resume

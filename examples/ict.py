@@ -7,9 +7,12 @@ The same job as `realm-hf ict ...` (or `accelerate launch -m realm_hf.cli ict ..
 `realm_hf.training.entry_points.main_ict`.
 """
 
-from realm_hf.utils.quiet import configure_logging
+import sys
+
+from realm_hf.cli.training import run_example
 from realm_hf.training import main_ict
+from realm_hf.utils.quiet import configure_logging
 
 if __name__ == "__main__":
     configure_logging()
-    main_ict()
+    sys.exit(run_example("ict", main_ict))  # Ctrl-C: one line, where it stopped and how to resume

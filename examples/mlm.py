@@ -7,9 +7,12 @@ job as `realm-hf mlm ...` (or `accelerate launch -m realm_hf.cli mlm ...`): see
 `realm_hf.training.entry_points.main_mlm`.
 """
 
-from realm_hf.utils.quiet import configure_logging
+import sys
+
+from realm_hf.cli.training import run_example
 from realm_hf.training import main_mlm
+from realm_hf.utils.quiet import configure_logging
 
 if __name__ == "__main__":
     configure_logging()
-    main_mlm()
+    sys.exit(run_example("mlm", main_mlm))  # Ctrl-C: one line, where it stopped and how to resume

@@ -8,9 +8,12 @@ The same job as `realm-hf pretrain ...` (or `accelerate launch -m realm_hf.cli p
 `realm_hf.training.entry_points.main_pretrain`.
 """
 
-from realm_hf.utils.quiet import configure_logging
+import sys
+
+from realm_hf.cli.training import run_example
 from realm_hf.training import main_pretrain
+from realm_hf.utils.quiet import configure_logging
 
 if __name__ == "__main__":
     configure_logging()
-    main_pretrain()
+    sys.exit(run_example("pretrain", main_pretrain))  # Ctrl-C: one line, where it stopped and how to resume

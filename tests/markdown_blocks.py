@@ -145,8 +145,8 @@ def docs_workdir(tmp_path_factory) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------- running
-def run_block(page: str, line: int, code: str, directory: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
-    """Run one block in `directory`, offline, against the working directory's Hugging Face cache; its namespace."""
+def enter_workdir(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Work in `directory`, offline, against its Hugging Face cache (environment and the libraries' constants)."""
     import datasets
     import huggingface_hub
 
@@ -159,6 +159,11 @@ def run_block(page: str, line: int, code: str, directory: Path, monkeypatch: pyt
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(paths["hub"]))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(paths["datasets"]))
+
+
+def run_block(page: str, line: int, code: str, directory: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Run one block in `directory`, offline, against the working directory's Hugging Face cache; its namespace."""
+    enter_workdir(directory, monkeypatch)
     namespace = {"__name__": "__markdown__"}
     exec(compile(code, f"{page}:{line}", "exec"), namespace)  # noqa: S102 (our own pages)
     assert os.getcwd() == str(directory), f"{page}:{line} changed the working directory"

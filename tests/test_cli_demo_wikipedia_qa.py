@@ -416,17 +416,19 @@ def test_demo_corpus_without_bm25s_is_an_even_sample(monkeypatch, caplog):
     assert "bm25s is not installed" in caplog.text
 
 
-def test_demo_says_when_it_finds_no_shared_qa_sets(tmp_path, monkeypatch, caplog):
-    """A checkout away from shared/ (e.g. cloned into /tmp) fine-tunes on title probes: a newcomer is told, not left
-    to wonder why the demo answers less than the README says."""
+def test_demo_reads_qa_sets_only_from_the_folder_it_is_given(tmp_path, monkeypatch):
+    """No folder is looked for relative to the working directory: by default the demo fine-tunes on title probes;
+    `--train-qa` names the QA sets' folder, and a missing one is one error naming the page that says where they come
+    from."""
+    from realm_hf.cli import build_parser
     from realm_hf.cli.demo import _demo_train_qa
+    from realm_hf.validation import UsageError
 
-    monkeypatch.chdir(tmp_path)  # no ../shared/data/qa from here
-    with caplog.at_level(logging.WARNING, logger="realm_hf.cli"):
-        assert _demo_train_qa("auto") is None
-    assert "No shared QA sets" in caplog.text and "--train-qa" in caplog.text and str(tmp_path) in caplog.text
-    qa_dir = tmp_path / "qa"
-    qa_dir.mkdir()
-    caplog.clear()
-    assert _demo_train_qa(str(qa_dir)) == str(qa_dir) and not caplog.records
-    assert _demo_train_qa("titles") is None and not caplog.records
+    (tmp_path / "work").mkdir()
+    (tmp_path / "shared" / "data" / "qa").mkdir(parents=True)  # ../shared/data/qa from the working directory
+    monkeypatch.chdir(tmp_path / "work")
+    default = build_parser().parse_args(["demo", "--recipe", "wikipedia-qa"]).train_qa
+    assert default == "titles" and _demo_train_qa(default) is None
+    with pytest.raises(UsageError, match=r"--train-qa 'missing': no such folder; .*docs/data\.md"):
+        _demo_train_qa("missing")
+    assert _demo_train_qa("../shared/data/qa") == str(tmp_path / "shared" / "data" / "qa")

@@ -235,3 +235,15 @@ def test_search_with_the_model_that_built_the_index(pretrain_output, capsys):
     assert main(["search", "--index", str(pretrain_output / "index"), "--model", str(pretrain_output), "-k", "2",
                  "who wrote hamlet"]) == 0
     assert "1. [" in capsys.readouterr().out
+
+
+def test_missing_data_is_named_before_a_missing_model(tmp_path):
+    """On a machine without the corpus, the error is about the corpus (and says where it comes from), even when a
+    model path of the same command is missing too (a later stage's output)."""
+    from realm_hf.training.arguments import CorpusArguments, ModelArguments
+    from realm_hf.training.entry_points import check_arguments
+    from realm_hf.validation import UsageError
+
+    corpus = str(tmp_path / "wiki-2015")
+    with pytest.raises(UsageError, match=r"^--corpus '.*wiki-2015': no article file .*docs/data\.md"):
+        check_arguments([ModelArguments(encoder=str(tmp_path / "stage-1" / "encoder")), CorpusArguments(corpus=corpus)])

@@ -8,6 +8,7 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -27,13 +28,19 @@ def _lines(stream: str) -> list[str]:
     return [line for line in stream.replace("\r", "\n").splitlines() if line.strip()]
 
 
-def test_ctrl_c_during_pretraining_prints_where_it_stopped_and_how_to_resume(tmp_path):
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "pretrain.py")
+
+
+@pytest.mark.parametrize("launcher", ["realm-hf", "example"])
+def test_ctrl_c_during_pretraining_prints_where_it_stopped_and_how_to_resume(tmp_path, launcher):
+    """`realm-hf pretrain` and `python examples/pretrain.py` alike."""
     pytest.importorskip("spacy")
     output = tmp_path / "run"
-    process = subprocess.Popen(
-        realm_hf_argv(*PRETRAIN, "--output_dir", str(output)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=ENV,
-    )
+    if launcher == "realm-hf":
+        argv, name, program = realm_hf_argv(*PRETRAIN, "--output_dir", str(output)), "realm-hf pretrain", ["realm-hf", "pretrain"]
+    else:
+        argv, name, program = [sys.executable, EXAMPLE, *PRETRAIN[1:], "--output_dir", str(output)], "pretrain.py", ["python", EXAMPLE]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         deadline = time.monotonic() + 240
         while not (output / "checkpoint-2" / "trainer_state.json").is_file():  # a step was logged and saved
@@ -49,14 +56,16 @@ def test_ctrl_c_during_pretraining_prints_where_it_stopped_and_how_to_resume(tmp
     assert "Removed shared tensor" not in stderr  # accelerate's notice at each checkpoint stays out of the log
     last = _lines(stderr)[-1]
     match = re.fullmatch(
-        r"realm-hf pretrain: interrupted at step (\d+) of 400; last checkpoint (\S+); resume with: (.+)", last
+        re.escape(name) + r": interrupted at step (\d+) of 400; last checkpoint (\S+); resume with: (.+)", last
     )
     assert match, last
     step, checkpoint, resume = int(match[1]), match[2], match[3]
     assert step >= 2 and re.fullmatch(re.escape(str(output / "checkpoint-")) + r"\d+", checkpoint)
     assert (output / os.path.basename(checkpoint) / "trainer_state.json").is_file()
     argv = shlex.split(resume)
-    assert argv[:2] == ["realm-hf", "pretrain"] and argv[-2:] == ["--resume_from_checkpoint", "latest"]
+    assert argv[: len(program)] == program and argv[-2:] == ["--resume_from_checkpoint", "latest"]
+    if launcher == "example":
+        return  # the resume command itself is run once, below
 
     # the printed command resumes (one step more than the checkpoint, so that it ends)
     saved = int(checkpoint.rpartition("-")[2])

@@ -14,7 +14,9 @@
 # mlm row's reader), report
 # (OUT/wiki-gpu.json: every row's EM with a bootstrap 95% interval, Recall@5/20/100, the RU curve of pre-training).
 # Environment: OUT (outputs/wiki), CONFIGS (examples/configs/wiki-gpu: -mlm, -ict, -realm, -openqa .yaml),
-# ACCELERATE_CONFIG (examples/configs/accelerate-1gpu.yaml), QA (../shared/data/qa), EXTRA_ARGS (added to every
+# ACCELERATE_CONFIG (examples/configs/accelerate-1gpu.yaml), QA (../shared/data/qa: the folder of nq-dev.jsonl,
+# webquestions-train.jsonl, curatedtrec-train.jsonl and triviaqa-dev.jsonl; docs/data.md says where they and the
+# corpus of the configs come from; EXTRA_ARGS="--corpus DIR" points at another copy of wiki-2015), EXTRA_ARGS (added to every
 # job that reads the corpus, e.g. "--max_articles 10479"), EVAL_QUESTIONS (1000), PARALLEL (0; 1: `all` runs the
 # rows' fine-tuning beside ICT's and REALM's stages on the same GPU, which a host-bound step leaves mostly idle).
 set -euo pipefail
@@ -135,6 +137,23 @@ stage() {  # stage NAME: run it and record its wall-clock seconds in OUT/stage_s
   return $status
 }
 
+missing_data() {  # one line naming what is missing, where it comes from and which variable points at it
+  local corpus
+  corpus=$(sed -n 's/^corpus: *//p' "$CONFIGS-ict.yaml")
+  if [[ ! -d "$QA" ]]; then
+    echo "run.sh: no QA sets at QA=$QA (nq-dev.jsonl, webquestions-train.jsonl, curatedtrec-train.jsonl," \
+      "triviaqa-dev.jsonl): docs/data.md says where they come from; set QA=<their folder>." >&2
+    return 0
+  fi
+  if [[ "$EXTRA_ARGS" != *--corpus* && "$corpus" != embedded && ! -e "$corpus" ]]; then
+    echo "run.sh: no corpus at $corpus (the corpus of $CONFIGS-ict.yaml): docs/data.md says where wiki-2015 comes" \
+      "from; point at your copy with EXTRA_ARGS=\"--corpus DIR\"." >&2
+    return 0
+  fi
+  return 1
+}
+
+if missing_data; then exit 2; fi
 mkdir -p "$OUT"
 if [[ ! -f "$OUT/machine.json" ]]; then  # what the stages run on, named next to their figures
   python -c "import json, platform, torch; print(json.dumps({'gpu': torch.cuda.get_device_name() if \

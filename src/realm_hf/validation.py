@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from .initial_weights import resolve_bert_path
 
 __all__ = [
+    "DATA_PAGE",
     "UsageError",
     "check_corpus",
     "check_index_dir",
@@ -25,6 +26,8 @@ __all__ = [
     "check_texts",
 ]
 
+DATA_PAGE = "docs/data.md"
+"""The page of the source checkout that says where the real corpora and QA sets come from and how to point at them."""
 _PROBE_DIM = 1920
 """Vector size used to parse a faiss factory string before the real size is known (2^7·3·5: most PQ splits fit)."""
 
@@ -117,7 +120,7 @@ def check_corpus(value: str, option: str = "--corpus") -> None:
     except FileNotFoundError as error:
         raise UsageError(
             f"{option} {value!r}: no article file (.jsonl, .jsonl.gz, .json, .parquet) there; pass such a file, a "
-            "glob, a directory of them, or 'embedded'."
+            f"glob, a directory of them, or 'embedded' ({DATA_PAGE} says where Wikipedia dumps come from)."
         ) from error
 
 
@@ -130,7 +133,8 @@ def check_qa_files(value: str, option: str) -> None:
     except FileNotFoundError as error:
         raise UsageError(
             f"{option} {value!r}: {error} Pass JSONL files of {{\"question\", \"answers\"}} rows (comma-separated, "
-            "globs and [start:stop] row slices allowed)."
+            f"globs and [start:stop] row slices allowed; {DATA_PAGE} says where NQ-open, WebQuestions, CuratedTrec and "
+            "TriviaQA come from)."
         ) from error
 
 

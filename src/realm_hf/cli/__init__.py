@@ -105,12 +105,7 @@ def _run(argv: list[str], command: str | None, rest: list[str], verbose: bool) -
         try:
             training.run(command, rest)
         except KeyboardInterrupt as interrupt:  # Ctrl-C: where it stopped and how to resume, not a traceback
-            from tqdm import tqdm
-
-            for bar in list(getattr(tqdm, "_instances", ())):  # the bars the interrupt left open end above the line
-                bar.close()
-            print(training.interrupted_line(argv, command, rest, interrupt), file=sys.stderr)
-            return 130
+            return training.report_interrupt(argv, command, rest, interrupt)
         return 0
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)

@@ -9,12 +9,12 @@ import os
 from collections.abc import Callable
 
 from ..demo.defaults import (
-    DEMO_ENTITIES, DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_INIT, DEMO_PRETRAIN_ARTICLES,
+    DEMO_ENTITIES, DEMO_EVAL_EVERY, DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_INIT, DEMO_PRETRAIN_ARTICLES,
     DEMO_PRETRAIN_STEPS, DEMO_QUESTIONS_FILE, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES,
     DEMO_READING_STEPS, DEMO_READING_WEIGHT, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_STEPS,
-    DEMO_TRAIN_QUESTIONS, KNOWLEDGE_INITS, SHARED_QA_DIR,
+    DEMO_TRAIN_QUESTIONS, KNOWLEDGE_INITS,
 )
-from ..validation import UsageError, check_positive, check_texts
+from ..validation import DATA_PAGE, UsageError, check_positive, check_texts
 
 DEMO_RECIPES = ("knowledge", "wikipedia-qa")
 DEMO_OUTPUTS = {"knowledge": "outputs/demo", "wikipedia-qa": "outputs/demo-wikipedia-qa"}
@@ -55,7 +55,7 @@ def add_parser(subparsers) -> None:
     knowledge.add_argument("--entities", type=int, default=None, help=f"Fictional people, hence documents (default: {DEMO_ENTITIES}).")
     knowledge.add_argument("--steps", type=int, default=None, help=f"REALM pre-training steps of each run (default: {DEMO_STEPS}).")
     knowledge.add_argument("--warmup-steps", type=int, default=None, help="Reading warm-up steps (default: the init's recipe).")
-    knowledge.add_argument("--eval-every", type=int, default=None, help="Held-out evaluation every N REALM steps too (default: before the first and after the last only).")
+    knowledge.add_argument("--eval-every", type=int, default=None, help=f"Held-out evaluation every N REALM steps, the points of retrieval.png's curves (default: {DEMO_EVAL_EVERY}).")
     parser.add_argument("--tiny-models", action="store_true", help=argparse.SUPPRESS)  # tests: tiny random models, seconds
     demo, parser = parser, parser.add_argument_group("--recipe wikipedia-qa")  # the options below are its own
     parser.add_argument("--question", action="append", default=None, help="A question to ask (repeatable; default: 4 demo questions).")
@@ -115,10 +115,10 @@ def add_parser(subparsers) -> None:
         "(default: %(default)s).",
     )
     parser.add_argument(
-        "--train-qa", default="auto",
-        help="Folder of the shared QA sets to fine-tune on (WebQuestions train, NQ-open dev, CuratedTrec train; "
-        "questions answerable from the corpus, the demo questions and their answers left out); 'auto': ../shared/data/qa when it exists; "
-        "'titles': questions made from the corpus itself (title probes) (default: %(default)s).",
+        "--train-qa", default="titles",
+        help="Folder of the QA sets to fine-tune on (webquestions-train.jsonl, nq-dev.jsonl, curatedtrec-train.jsonl "
+        "of docs/data.md; questions answerable from the corpus, the demo questions and their answers left out), or "
+        "'titles': questions made from the corpus itself (title probes), which answer far fewer (default: %(default)s).",
     )
     parser.add_argument("--train-questions", type=int, default=DEMO_TRAIN_QUESTIONS, help="Training questions taken from --train-qa at most (default: %(default)s).")
     parser.add_argument(
@@ -148,15 +148,14 @@ def _auto_path(value: str, option: str, auto: str, off: str, exists: Callable[[s
 
 
 def _demo_train_qa(value: str) -> str | None:
-    """The demo's `--train-qa` folder; when 'auto' finds no shared QA sets, a warning says what the demo falls back to."""
-    train_qa = _auto_path(value, "--train-qa", SHARED_QA_DIR, "titles", os.path.isdir, "the folder of the shared QA sets")
-    if value == "auto" and train_qa is None:  # title probes teach the reader much less: say so
-        logger.warning(
-            "No shared QA sets at %s (from %s): fine-tuning on title probes made from the corpus, which answer far "
-            "fewer questions. Run from a checkout next to shared/, or pass --train-qa <folder of the QA sets>.",
-            SHARED_QA_DIR, os.getcwd(),
+    """The demo's `--train-qa` folder (absolute), or None for 'titles'."""
+    if value == "titles":
+        return None
+    if not os.path.isdir(value):
+        raise UsageError(
+            f"--train-qa {value!r}: no such folder; pass the folder of the QA sets (see {DATA_PAGE}) or 'titles'."
         )
-    return train_qa
+    return os.path.abspath(value)
 
 
 # tests: the tiny init at test size (seconds)

@@ -4,6 +4,8 @@ examples/*.py (dataclass fields parsed by `realm_hf.training.entry_points`, not 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable, Sequence
 
 TRAINING_COMMANDS = {
     "pretrain": "REALM pre-training with asynchronous index refresh (see `realm-hf pretrain --help`).",
@@ -72,7 +74,9 @@ def _interrupted_loop(interrupt: BaseException):
     return found
 
 
-def interrupted_line(argv: list[str], command: str, rest: list[str], interrupt: BaseException) -> str:
+def interrupted_line(
+    argv: list[str], command: str, rest: list[str], interrupt: BaseException, program: Sequence[str] = ("realm-hf",)
+) -> str:
     """
     The one line printed for Ctrl-C during `realm-hf COMMAND`: the step reached, the last complete checkpoint (or
     none) and the command that resumes from it.
@@ -83,14 +87,17 @@ def interrupted_line(argv: list[str], command: str, rest: list[str], interrupt: 
         command (`str`): The training command.
         rest (`list[str]`): Its arguments.
         interrupt (`BaseException`): The `KeyboardInterrupt`.
+        program (`Sequence[str]`, defaults to `("realm-hf",)`): What ran `argv`, to start the resume command with
+            (`("python", "examples/pretrain.py")` for an example script, whose `argv` has no command).
     """
     import shlex
 
     from ..training.loop import latest_checkpoint
 
     loop = _interrupted_loop(interrupt)
+    name = f"realm-hf {command}" if tuple(program) == ("realm-hf",) else os.path.basename(program[-1])
     if command not in ("pretrain", "ict", "mlm", "finetune"):
-        return f"realm-hf {command}: interrupted."
+        return f"{name}: interrupted."
     output_dir = loop.args.output_dir if loop is not None else _output_dir(rest)
     checkpoint = latest_checkpoint(output_dir) if output_dir and os.path.isdir(output_dir) else None
     kept, skip = [], False
@@ -102,11 +109,43 @@ def interrupted_line(argv: list[str], command: str, rest: list[str], interrupt: 
             skip = True
             continue
         kept.append(argument)
-    resume = shlex.join(["realm-hf", *kept, "--resume_from_checkpoint", "latest"])
+    resume = shlex.join([*program, *kept, "--resume_from_checkpoint", "latest"])
     where = f"at step {loop.step} of {loop.args.max_steps}" if loop is not None else "before the first step"
     if checkpoint is None:
         return (
-            f"realm-hf {command}: interrupted {where}; no checkpoint saved yet (--save_steps N saves every N steps), "
+            f"{name}: interrupted {where}; no checkpoint saved yet (--save_steps N saves every N steps), "
             f"so `{resume}` starts again from step 0."
         )
-    return f"realm-hf {command}: interrupted {where}; last checkpoint {checkpoint}; resume with: {resume}"
+    return f"{name}: interrupted {where}; last checkpoint {checkpoint}; resume with: {resume}"
+
+
+def report_interrupt(
+    argv: list[str], command: str, rest: list[str], interrupt: BaseException, program: Sequence[str] = ("realm-hf",)
+) -> int:
+    """Close the progress bars the interrupt left open, print [`interrupted_line`] to stderr; the exit status 130."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):  # the bars the interrupt left open end above the line
+        bar.close()
+    print(interrupted_line(argv, command, rest, interrupt, program), file=sys.stderr)
+    return 130
+
+
+def run_example(command: str, job: Callable[[list[str]], object]) -> int:
+    r"""
+    Run an example script's job (`examples/pretrain.py` -> `main_pretrain`) on `sys.argv[1:]`; Ctrl-C ends it as it
+    ends `realm-hf COMMAND`: one line with the step reached, the last checkpoint and the command that resumes.
+
+    Args:
+        command (`str`): The job's `realm-hf` command (`pretrain`, `ict`, `mlm`, `finetune`, `evaluate`).
+        job (`Callable`): Its entry point ([`realm_hf.training.entry_points.ENTRY_POINTS`]).
+
+    Returns:
+        `int`: the exit status (0, or 130 when interrupted).
+    """
+    argv = sys.argv[1:]
+    try:
+        job(argv)
+    except KeyboardInterrupt as interrupt:
+        return report_interrupt(argv, command, argv, interrupt, program=("python", sys.argv[0]))
+    return 0

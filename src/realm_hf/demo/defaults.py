@@ -3,7 +3,6 @@
 A module of constants that imports nothing heavy, so that `realm-hf --help` stays light.
 """
 
-import os
 from pathlib import Path
 
 # ------------------------------------------------------------------------------ --recipe knowledge (the default)
@@ -16,8 +15,9 @@ DEMO_ENTITIES = 100
 """Fictional people, hence documents; two held-out sentences each."""
 DEMO_STEPS = 45
 """REALM pre-training steps of each run (the recipe's 60 do not fit five minutes on 2 cores)."""
-DEMO_EVAL_EVERY = None
-"""Held-out evaluation before the first and after the last REALM step only (each costs about as much as ten steps)."""
+DEMO_EVAL_EVERY = 15
+"""Held-out evaluation every this many REALM steps (and before the first): the points of the curves in
+`retrieval.png` (each evaluation costs about as much as ten steps)."""
 DEMO_SHOWN_ANSWERS = 4
 """Held-out sentences answered in full, with the document read and the evidence."""
 
@@ -63,7 +63,7 @@ Fine-tuning on the real questions overwrites part of what the reading stage taug
 DEMO_FOCUS_ARTICLES = 50
 """Articles per question that BM25 adds to the demo corpus (the rest is spread over the whole embedded corpus)."""
 DEMO_TRAIN_QUESTIONS = 2000
-"""Open-QA training questions taken from the shared QA sets at most, `--train-questions` (1,380 are answerable from
+"""Open-QA training questions taken from the QA sets of `--train-qa` at most, `--train-questions` (1,380 are answerable from
 the embedded corpus: 531 of WebQuestions train, 478 of NQ-open dev, 371 of CuratedTrec train; all of them)."""
 DEMO_SPAN_NORMALIZATION = "global"
 """How the demo's reader turns span scores into probabilities (`RealmReaderConfig.span_normalization`),
@@ -87,5 +87,3 @@ DEMO_SEED = 0
 sentences the reading questions are made from. Which default questions come out right changes with it."""
 DEMO_QUESTIONS_FILE = Path(__file__).resolve().parents[3] / "examples" / "demo_questions.jsonl"
 """The demo's evaluation questions in a source checkout (`pip install -e`); `--questions-file` names another."""
-SHARED_QA_DIR = os.path.join("..", "shared", "data", "qa")
-"""Where the shared QA sets live, relative to the working directory (see `../shared/data/DATA.md`)."""

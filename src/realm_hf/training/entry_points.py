@@ -79,6 +79,8 @@ _CHECKS: dict[str, Callable[[str, str], None]] = {
     **{name: functools.partial(check_model, expected=expected) for name, expected in _MODEL_CHECK.items()},
 }
 """Cheap checks of argument fields by name (`realm_hf.validation`), run on every given value before the job starts."""
+_DATA_FIELDS = frozenset({"corpus", "pretraining_corpus", "train_file", "eval_file", "qa_file", "eval_qa_file"})
+"""The fields of `_CHECKS` that name data (checked before the models)."""
 
 
 def parse_command_line(
@@ -135,15 +137,18 @@ def check_arguments(parsed: Sequence[Any]) -> None:
         [`UsageError`]: naming the option, its value and the fix.
     """
     random_init = any(getattr(arguments, "random_init", False) for arguments in parsed)
+    given = []
     for arguments in parsed:
         for field in dataclasses.fields(arguments):
             value = getattr(arguments, field.name)
-            check = _CHECKS.get(field.name)
-            if check is None or value is None or value == field.default:
+            if field.name not in _CHECKS or value is None or value == field.default:
                 continue
             if random_init and field.name in ("retriever", "encoder"):
                 continue
-            check(value, f"--{field.name}")
+            given.append((field.name, value))
+    # the data first: on a machine without the corpus, that is what to fix (a missing model may be a later stage's)
+    for name, value in sorted(given, key=lambda item: item[0] not in _DATA_FIELDS):
+        _CHECKS[name](value, f"--{name}")
 
 
 def _negate_help(parser: argparse.ArgumentParser) -> None:
