@@ -143,7 +143,7 @@ def build_model(args: argparse.Namespace, vocab_size: int, mask_token_id: int, w
     BERT of MiniLM's size saved to `work_dir` (same shapes, same speed). Returns (model, weights description)."""
     from transformers import BertConfig, BertModel
 
-    from realm_hf.initial_weights import packaged_minilm_path
+    from realm_hf.modeling.initial_weights import packaged_minilm_path
     from realm_hf.training.arguments import CorpusArguments, ModelArguments
     from realm_hf.training.models import load_models
     from realm_hf.training.pretrain import RealmPretrainingModel

@@ -43,7 +43,7 @@ from realm_hf.demo.knowledge_runs import (
     HARD_TASK_RECIPE, KNOWLEDGE_RECIPES as RECIPES, KNOWLEDGE_TASK_SHAPES, held_out_examples, plot_knowledge_curves, run_ict,
     run_reading_warmup, run_setting, save_random_models, write_task_files,
 )
-from realm_hf.training.precision import resolve_mixed_precision
+from realm_hf.utils.precision import resolve_mixed_precision
 
 from bench_models import cpu_model
 
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> dict:
     paths = write_task_files(task, work)
     from transformers import AutoTokenizer
 
-    from realm_hf.initial_weights import resolve_bert_path
+    from realm_hf.modeling.initial_weights import resolve_bert_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_bert_path("minilm"))
     blocks = split_into_blocks(task.documents, tokenizer, max_length=TASK["block_length"])

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
     paths = write_task_files(reduced, work)
     from transformers import AutoTokenizer
 
-    from realm_hf.initial_weights import resolve_bert_path
+    from realm_hf.modeling.initial_weights import resolve_bert_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_bert_path("minilm"))
     tagger = KnowledgeValueTagger(task.values)

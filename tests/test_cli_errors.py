@@ -13,7 +13,7 @@ from openqa_helpers import ARTICLES, QUESTIONS, write_jsonl
 
 from realm_hf.cli import main
 from realm_hf.corpus.articles import load_articles
-from realm_hf.validation import UsageError
+from realm_hf.utils.options import UsageError
 
 MISSING_MODEL = os.path.join(os.sep, "nonexistent", "realm-model")
 

@@ -29,8 +29,8 @@ import torch
 
 from ..corpus import split_into_blocks
 from ..data.knowledge_task import KnowledgeTask, KnowledgeValueTagger, make_knowledge_task
-from ..initial_weights import resolve_bert_path
-from ..training.precision import resolve_mixed_precision
+from ..modeling.initial_weights import resolve_bert_path
+from ..utils.precision import resolve_mixed_precision
 from .defaults import DEMO_ENTITIES, DEMO_EVAL_EVERY, DEMO_INIT, DEMO_SHOWN_ANSWERS, DEMO_STEPS
 from .knowledge_runs import (
     KNOWLEDGE_RECIPES, KNOWLEDGE_TASK_SHAPES, held_out_examples, plot_knowledge_curves, run_ict, run_reading_warmup,

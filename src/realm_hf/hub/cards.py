@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..index.manifest import IndexManifest
-from ..slicing import split_slice
+from ..utils.slicing import split_slice
 from ..utils.files import read_json_file
 from .bundles import BLOCK_SHARD_PATTERN
 from .training_facts import collect_training_facts, round_metric

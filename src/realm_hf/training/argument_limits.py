@@ -12,7 +12,7 @@ import functools
 import math
 from typing import Any
 
-from ..validation import UsageError
+from ..utils.options import UsageError
 
 __all__ = ["LIMITS", "Limit", "check_limits"]
 
@@ -100,7 +100,7 @@ def _choices() -> dict[str, tuple[str, ...]]:
     from ..configuration import POOLINGS, SPAN_NORMALIZATIONS
     from ..data.masking import STRATEGIES
     from ..evaluation import RETRIEVALS
-    from .precision import EMBED_DTYPES, MIXED_PRECISIONS
+    from ..utils.precision import EMBED_DTYPES, MIXED_PRECISIONS
 
     return {
         "mixed_precision": MIXED_PRECISIONS, "embed_dtype": EMBED_DTYPES, "pooling": POOLINGS,

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from transformers import HfArgumentParser
 
-from ..validation import (
+from .validation import (
     check_corpus, check_index_dir, check_index_type, check_model, check_qa_files, check_refresh_device,
     check_refresh_schedule,
 )
@@ -78,7 +78,7 @@ _CHECKS: dict[str, Callable[[str, str], None]] = {
     "index_dir": check_index_dir,
     **{name: functools.partial(check_model, expected=expected) for name, expected in _MODEL_CHECK.items()},
 }
-"""Cheap checks of argument fields by name (`realm_hf.validation`), run on every given value before the job starts."""
+"""Cheap checks of argument fields by name (`training.validation`), run on every given value before the job starts."""
 
 
 def parse_command_line(
