@@ -37,7 +37,7 @@ def answerable_sets(args: argparse.Namespace) -> dict[str, str]:
 
     from realm_hf.data.qa_examples import load_qa_examples
     from realm_hf.modeling.initial_weights import resolve_bert_path
-    from realm_hf.metrics import CorpusAnswerFinder
+    from realm_hf.evaluation import CorpusAnswerFinder
     from realm_hf.training.arguments import CorpusArguments
     from realm_hf.training.pretraining_data import load_blocks
 

@@ -68,7 +68,7 @@ def load_eval_results(source: str | os.PathLike | Mapping | Sequence) -> list[di
          "exact_match": 40.4, "recall@5": 61.2, "count": 3610}
 
     `dataset` (a Hub dataset id or a short name) is required, and at least one metric: `exact_match` and/or
-    `recall@K` (percentages in [0, 100], as [`realm_hf.metrics`] returns them). Optional: `dataset_name`, `split`,
+    `recall@K` (percentages in [0, 100], as [`realm_hf.evaluation`] returns them). Optional: `dataset_name`, `split`,
     `count`, `task` (model-index task type, default `"question-answering"`), `top_k`, `index_repo_id`, `model`.
     Without `dataset`, the name of `qa_file` (as `realm_hf.training.entry_points.run_evaluation` writes it) stands in.
 

@@ -99,7 +99,7 @@ def _choices() -> dict[str, tuple[str, ...]]:
     """String arguments by field name -> the values they take (the constants of the modules that use them)."""
     from ..configuration import POOLINGS, SPAN_NORMALIZATIONS
     from ..data.masking import STRATEGIES
-    from ..evaluation import RETRIEVALS
+    from ..evaluation.retrieval import RETRIEVALS
     from ..utils.precision import EMBED_DTYPES, MIXED_PRECISIONS
 
     return {

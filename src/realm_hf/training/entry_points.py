@@ -333,7 +333,8 @@ def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
     import torch
 
     from ..data.openqa import load_qa_examples
-    from ..evaluation import evaluate_open_qa, load_open_qa, parse_recall_at, write_metrics_file
+    from ..evaluation.loading import load_open_qa
+    from ..evaluation.open_qa import evaluate_open_qa, parse_recall_at, write_metrics_file
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, tokenizer, index = load_open_qa(

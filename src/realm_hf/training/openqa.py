@@ -19,7 +19,9 @@ from transformers import AutoTokenizer
 
 from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.openqa import OpenQaCollator, load_qa_examples, model_inputs
-from ..evaluation import evaluate_open_qa, resolve_index_directory, retrieve_and_collate, write_metrics_file
+from ..evaluation.loading import resolve_index_directory
+from ..evaluation.open_qa import evaluate_open_qa, write_metrics_file
+from ..evaluation.retrieval import retrieve_and_collate
 from ..index import RealmIndex
 from ..index.manifest import DAMAGED_INDEX_HINT, MANIFEST_NAME, fingerprint_module
 from ..modeling.initial_weights import resolve_bert_path

@@ -23,7 +23,7 @@ from transformers import AutoTokenizer
 
 from ..data.collators import RealmPretrainingCollator, pad_sequences, retriever_inputs
 from ..index import RealmIndex
-from ..metrics import CorpusAnswerFinder
+from ..evaluation.answer_match import CorpusAnswerFinder
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .loop import TrainingLoop, as_examples, decay_parameter_groups
