@@ -45,9 +45,8 @@ from realm_hf.demo.knowledge_runs import (
 )
 from realm_hf.utils.precision import resolve_mixed_precision
 
-from bench_models import cpu_model
+from bench_common import RESULTS, machine
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 TASK = {"num_entities": 100, **KNOWLEDGE_TASK_SHAPES}
 
 
@@ -182,9 +181,8 @@ def main(argv: list[str] | None = None) -> dict:
         eval_examples = held_out_split(eval_examples, args.eval_split, args.eval_sentences or 400)
     tagger = KnowledgeValueTagger(task.values)
 
-    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""  # the trainers take it
     results = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores{gpu}, torch {torch.__version__}",
+        "machine": machine(),  # with the GPU, when the trainers take one
         "task": {
             **TASK, "name": args.task, "num_entities": args.num_entities, "relational": args.relational,
             "paraphrase": args.paraphrase, "num_blocks": len(blocks), "eval_sentences": len(eval_examples),
