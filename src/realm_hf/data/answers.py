@@ -17,8 +17,8 @@ from typing import Literal
 
 
 __all__ = [
-    "ANSWER_FORMATS", "AnswerFormat", "as_reference_list", "check_answer_format", "compile_answer_pattern", "composed",
-    "normalize_answer",
+    "ANSWER_FORMATS", "AnswerFormat", "as_reference_list", "check_answer_format", "compile_answer_pattern",
+    "compile_answer_patterns", "composed", "normalize_answer",
 ]
 
 AnswerFormat = Literal["text", "regex"]
@@ -105,3 +105,9 @@ def as_reference_list(references: str | Sequence[str]) -> list[str]:
     if isinstance(references, str):
         return [references]
     return list(references)
+
+
+def compile_answer_patterns(references: str | Sequence[str]) -> list[re.Pattern[str]]:
+    """Every regex reference compiled ([`compile_answer_pattern`]) in NFC, all of them first, so that a bad pattern
+    raises even when an earlier one would have matched."""
+    return [compile_answer_pattern(composed(pattern)) for pattern in as_reference_list(references)]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import regex
 
 from ..data.answers import (
-    AnswerFormat, as_reference_list, check_answer_format, compile_answer_pattern, composed, normalize_answer,
+    AnswerFormat, as_reference_list, check_answer_format, compile_answer_patterns, composed, normalize_answer,
 )
 
 
@@ -54,12 +54,11 @@ def exact_match(prediction: str, references: str | Sequence[str], answer_format:
         `ValueError`: If `answer_format` is unknown or a regex reference does not compile.
     """
     check_answer_format(answer_format)
-    references = as_reference_list(references)
     if answer_format == "regex":
-        # Compile every pattern first so that a bad pattern raises even when an earlier one matched.
-        patterns = [compile_answer_pattern(composed(pattern)) for pattern in references]
+        patterns = compile_answer_patterns(references)
         prediction = composed(prediction)  # the same letters in the same form as the pattern's (NFC)
         return any(pattern.match(prediction) is not None for pattern in patterns)
+    references = as_reference_list(references)
     normalized_prediction = normalize_answer(prediction)
     return any(normalized_prediction == normalize_answer(reference) for reference in references)
 
@@ -122,11 +121,10 @@ def has_answer(
         `ValueError`: If `answer_format` is unknown or a regex reference does not compile.
     """
     check_answer_format(answer_format)
-    references = as_reference_list(references)
     if answer_format == "regex":
-        patterns = [compile_answer_pattern(composed(pattern)) for pattern in references]
         text = composed(text)
-        return any(pattern.search(text) is not None for pattern in patterns)
+        return any(pattern.search(text) is not None for pattern in compile_answer_patterns(references))
+    references = as_reference_list(references)
     text = unicodedata.normalize("NFD", text)
 
     tokenize = tokenizer if tokenizer is not None else simple_tokenize
