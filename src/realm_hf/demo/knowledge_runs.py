@@ -76,10 +76,11 @@ KNOWLEDGE_RECIPES: dict[str, dict[str, Any]] = {
 
 # The tiny recipe on the hard task (realm_hf.data.knowledge_task_hard): longer warm starts, so that REALM starts from a
 # retriever that finds something (chosen on the "choose" half of its held-out sentences, seed 0:
-# benchmarks/results/knowledge-hard-calibration.md), and REALM at learning rate 3e-4 (1e-3 let the retriever outrun its
-# index and collapse on one seed in three; chosen on the "choose" half, seeds 0 and 1: benchmarks/results/collapse.md)
+# benchmarks/results/knowledge-hard-calibration.md); REALM's encoder at 3e-4 and its retriever at 1e-4, each refresh
+# swapped in at the step that asks for it (at 1e-3 for both the retriever collapsed on one seed in three, at 3e-4 it
+# drifted there: chosen on the "choose" half, benchmarks/results/collapse.md)
 HARD_TASK_RECIPE = {"ict_steps": 1000, "ict_batch_size": 64, "reading_warmup_steps": 600, "steps": 400,
-                    "learning_rate": 3e-4}
+                    "learning_rate": 3e-4, "retriever_learning_rate": 1e-4, "refresh_max_staleness": 0}
 
 
 def hard_task_recipe(settings: list[str]) -> dict:
@@ -200,6 +201,7 @@ def pretrainer(name: str, recipe: dict, model: ModelArguments, corpus: CorpusArg
         PretrainingArguments(**{
             "masking": "salient_span", "num_candidates": KNOWLEDGE_TASK_SHAPES["num_candidates"],
             "refresh_schedule": "10", "refresh_mode": "thread", "rebuild_final_index": rebuild_final_index,
+            "refresh_max_staleness": recipe.get("refresh_max_staleness"),
             "mlm_head_learning_rate": recipe.get("mlm_head_learning_rate_factor", 1.0) * recipe["learning_rate"],
             **pretraining,
         }),
