@@ -1,4 +1,4 @@
-"""The package's layout keeps its shape (README.md, "Layout"): no import circle, no private name imported from another
+"""The package's layout keeps its shape: no import circle, no private name imported from another
 module, arrows that point one way (down the room order `LAYERS`, from the applications to the library), no module
 loose at the top of the package, no module too long to hold in one's head without a reason.
 
