@@ -39,9 +39,8 @@ from realm_hf.demo.knowledge_runs import (
 from realm_hf.training.arguments import ModelArguments
 
 from bench_knowledge import held_out_split
-from bench_models import cpu_model
+from bench_common import RESULTS, machine
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 # row -> what changes, and the paper's Table 2 row it mirrors: its NQ dev EM / zero-shot Recall@5 and their direction
 # against full REALM, which our MLM accuracy with retrieval (~ EM) and gold top-1 (~ Recall@5) are compared with
@@ -361,7 +360,7 @@ def main(argv: list[str] | None = None) -> dict:
     paths = write_task_files(task, work)
     from transformers import AutoTokenizer
 
-    from realm_hf.initial_weights import resolve_bert_path
+    from realm_hf.modeling.initial_weights import resolve_bert_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_bert_path("minilm"))
     blocks = split_into_blocks(task.documents, tokenizer, max_length=KNOWLEDGE_TASK_SHAPES["block_length"])
@@ -371,7 +370,7 @@ def main(argv: list[str] | None = None) -> dict:
     other_half = held_out_split(held_out, "choose" if args.half == "report" else "report", args.eval_sentences)
     tagger = KnowledgeValueTagger(task.values)
     results.update({
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}",
+        "machine": machine(),
         "task": f"hard task, {args.num_entities} people among {len(blocks)} blocks, {len(eval_examples)} held-out "
                 "sentences evaluated",
         "recipe": recipe,

@@ -28,7 +28,7 @@ import time
 from realm_hf.corpus import load_corpus_articles
 from realm_hf.demo.defaults import DEMO_QUESTIONS_FILE, SHARED_QA_DIR
 from realm_hf.demo.wikipedia_qa_data import article_bm25, find_answer_articles, load_demo_questions
-from realm_hf.metrics import exact_match
+from realm_hf.evaluation import exact_match
 
 logger = logging.getLogger("bench_demo")
 MAX_ANSWER_CHARS = 40

@@ -26,9 +26,9 @@ import sys
 import tempfile
 import time
 
-from bench_models import cpu_model
+from bench_common import RESULTS
+from realm_hf.utils.machine import describe_machine
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 VARIANTS = {"recipe": "retriever trained (REALM)", "control": "retriever frozen (control)"}
 
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     extra = [a for a in args.demo_args if a != "--"]
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-demo-knowledge-")
-    results: dict = {"machine": f"{cpu_model()}, {os.cpu_count()} cores", "seeds": args.seeds, "demo_args": extra,
+    results: dict = {"machine": describe_machine(gpu=False), "seeds": args.seeds, "demo_args": extra,
                      "per_seed": {}}
     for seed in args.seeds:
         summary, seconds = run_demo(seed, os.path.join(work, f"seed-{seed}"), extra)

@@ -79,7 +79,8 @@ if HERE not in sys.path:
 if importlib.util.find_spec("realm_hf") is None:  # a checkout without `pip install -e .`: its source tree
     sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from bench_models import BERT as MINILM_SIZE_BERT, NUM_MASKED, TITLE_LEN, cpu_model  # noqa: E402
+from bench_common import cpu_model, device_name, synchronize  # noqa: E402
+from bench_models import BERT as MINILM_SIZE_BERT, NUM_MASKED, TITLE_LEN  # noqa: E402
 
 BERT_BASE_SIZE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
 """`--size bert-base`: the shapes of bert-base-uncased (the paper's encoder and retriever), random weights."""
@@ -95,17 +96,6 @@ BERT_IDS = SimpleNamespace(cls_token_id=101, sep_token_id=102, pad_token_id=0, m
 
 
 # ----------------------------------------------------------------------------------------------------- device
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"{cpu_model()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
-
-
 def autocast(device: torch.device):
     """bf16 autocast on CUDA (accelerate's mixed_precision=bf16), none (fp32) on the CPU."""
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
@@ -143,7 +133,7 @@ def build_model(args: argparse.Namespace, vocab_size: int, mask_token_id: int, w
     BERT of MiniLM's size saved to `work_dir` (same shapes, same speed). Returns (model, weights description)."""
     from transformers import BertConfig, BertModel
 
-    from realm_hf.initial_weights import packaged_minilm_path
+    from realm_hf.modeling.initial_weights import packaged_minilm_path
     from realm_hf.training.arguments import CorpusArguments, ModelArguments
     from realm_hf.training.models import load_models
     from realm_hf.training.pretrain import RealmPretrainingModel
@@ -549,7 +539,7 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.perf_counter()
     result = {
         "command": " ".join(["python benchmarks/bench_gpu_step.py", *(sys.argv[1:] if argv is None else argv)]),
-        "machine": {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
+        "machine": {"device": device_name(device, threads=True), "device_type": device.type, "torch": torch.__version__,
                     "transformers": transformers.__version__, "python": platform.python_version(),
                     "cpu": cpu_model(), "cpu_count": os.cpu_count()},
         "settings": {"batch_size": args.batch_size, "num_candidates": args.num_candidates,

@@ -34,7 +34,6 @@ import itertools
 import json
 import logging
 import os
-import platform
 import re
 import statistics
 import tempfile
@@ -44,10 +43,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from bench_common import RESULTS, cpu_model
 
 
 logger = logging.getLogger("bench_index")
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 # The goals, checked on every operating point: an approximate type at recall@5 >= 0.95 that answers >= 10x
 # the queries/s of exact search (faiss Flat, k=5), and a compressed type (<= 64 bytes per block, ids included).
@@ -256,7 +255,7 @@ def main() -> None:
 
     faiss.omp_set_num_threads(args.threads)
     began = time.perf_counter()
-    results: dict = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+    results: dict = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
                                  "torch": torch.__version__, "faiss": faiss.__version__, "threads": args.threads,
                                  "load_average_at_start": os.getloadavg()},
                      "settings": vars(args), "goals": GOALS, "index_types": []}

@@ -43,11 +43,10 @@ from realm_hf.demo.knowledge_runs import (
     HARD_TASK_RECIPE, KNOWLEDGE_RECIPES as RECIPES, KNOWLEDGE_TASK_SHAPES, held_out_examples, plot_knowledge_curves, run_ict,
     run_reading_warmup, run_setting, save_random_models, write_task_files,
 )
-from realm_hf.training.precision import resolve_mixed_precision
+from realm_hf.utils.precision import resolve_mixed_precision
 
-from bench_models import cpu_model
+from bench_common import RESULTS, machine
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 TASK = {"num_entities": 100, **KNOWLEDGE_TASK_SHAPES}
 
 
@@ -171,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
     paths = write_task_files(task, work)
     from transformers import AutoTokenizer
 
-    from realm_hf.initial_weights import resolve_bert_path
+    from realm_hf.modeling.initial_weights import resolve_bert_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_bert_path("minilm"))
     blocks = split_into_blocks(task.documents, tokenizer, max_length=TASK["block_length"])
@@ -182,9 +181,8 @@ def main(argv: list[str] | None = None) -> dict:
         eval_examples = held_out_split(eval_examples, args.eval_split, args.eval_sentences or 400)
     tagger = KnowledgeValueTagger(task.values)
 
-    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""  # the trainers take it
     results = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores{gpu}, torch {torch.__version__}",
+        "machine": machine(),  # with the GPU, when the trainers take one
         "task": {
             **TASK, "name": args.task, "num_entities": args.num_entities, "relational": args.relational,
             "paraphrase": args.paraphrase, "num_blocks": len(blocks), "eval_sentences": len(eval_examples),

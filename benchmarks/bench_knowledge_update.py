@@ -39,9 +39,8 @@ from realm_hf.retrieval import add_articles_to_index
 from realm_hf.training.arguments import ModelArguments
 
 from bench_knowledge import held_out_split
-from bench_models import cpu_model
+from bench_common import RESULTS, machine
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 FIGURES = ("gold_top1", "mlm_accuracy_with_retrieval", "mlm_accuracy_null_document", "mlm_accuracy_gold_document")
 
 
@@ -93,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
     paths = write_task_files(reduced, work)
     from transformers import AutoTokenizer
 
-    from realm_hf.initial_weights import resolve_bert_path
+    from realm_hf.modeling.initial_weights import resolve_bert_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_bert_path("minilm"))
     tagger = KnowledgeValueTagger(task.values)
@@ -144,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
     measure("trained people, after their documents are removed", trained_eval.remove_columns("gold_block_id"), index)
 
     results = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}",
+        "machine": machine(),
         "task": f"hard task, {args.num_entities} people, every {args.new_every}th held out of pre-training "
                 f"({len(new)} people); {len(reduced.documents)} blocks in pre-training, {len(new_documents)} added",
         "eval_sentences": {"trained": len(trained_eval), "new": len(new_eval)},

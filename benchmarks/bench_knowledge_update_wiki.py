@@ -34,12 +34,11 @@ import torch
 
 from realm_hf.corpus import load_articles
 from realm_hf.data.title_probes import title_probe
-from realm_hf.metrics import exact_match
+from realm_hf.evaluation import exact_match
 from realm_hf.retrieval import add_articles_to_index
 
-from bench_models import cpu_model
+from bench_common import RESULTS, machine
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def sample_probes(articles: list[dict], tokenizer, count: int, seed: int, max_length: int) -> list[dict]:
@@ -150,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     articles = article_ids_of_blocks(index)
     results: dict = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}", "model": args.model,
+        "machine": machine(), "model": args.model,
         "new_articles": args.new_articles, "probes": args.num_probes, "seed": args.seed, "index_blocks": index_blocks,
         "new": {"before": ask(pipe, new, articles, args.batch_size)[0]},
         "indexed": {"before": ask(pipe, indexed, articles, args.batch_size)[0]},

@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-from bench_models import cpu_model, run_realm_hf as run
+from bench_common import cpu_model, run_realm_hf as run
 
 STARTS = {
     # name: (realm-hf mlm arguments, learning rates); the scratch run gets a higher body rate (nothing to keep)

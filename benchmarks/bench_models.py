@@ -58,12 +58,13 @@ import time
 from pathlib import Path
 
 import torch
+from bench_common import RESULTS as RESULTS_DIR, cpu_model, device_name, synchronize
 
 logger = logging.getLogger("bench_models")
 
 OLD_PYTHON = os.environ.get("REALM_OLD_PYTHON", "/work/oldrealm-venv/bin/python")  # transformers 4.57.6 venv
 DEVICE = torch.device("cpu")  # where the workers time the models (`--device`); inputs are made on the CPU first
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(RESULTS_DIR)
 BERT = dict(
     vocab_size=30522,
     hidden_size=384,
@@ -91,19 +92,6 @@ QUICK = dict(rounds=1, warmup={"train_L128": 1, "train_L288": 0, "openqa_B32": 0
 def on_device(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The inputs (made on the CPU from seeded generators, identical everywhere) moved to `DEVICE`."""
     return {name: tensor.to(DEVICE) for name, tensor in inputs.items()}
-
-
-def synchronize() -> None:
-    """Wait for the GPU's queued work, so that a wall-clock interval covers it (a no-op on the CPU)."""
-    if DEVICE.type == "cuda":
-        torch.cuda.synchronize(DEVICE)
-
-
-def device_name() -> str:
-    """The GPU's name, or the CPU's model and core count."""
-    if DEVICE.type == "cuda":
-        return torch.cuda.get_device_name(DEVICE)
-    return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
 # ----------------------------------------------------------------------------------------------------- inputs
@@ -282,10 +270,10 @@ def run_padded_step(rounds: int, warmup: int = 1) -> dict:
         for name, step in variants.items():
             for model in (retriever, encoder, enc_bert, ret_bert):
                 model.zero_grad(set_to_none=True)
-            synchronize()
+            synchronize(DEVICE)
             start, cpu_start = time.perf_counter(), time.process_time()
             losses[name] = step()
-            synchronize()
+            synchronize(DEVICE)
             elapsed, cpu_elapsed = time.perf_counter() - start, time.process_time() - cpu_start
             logger.info("padded step %s %s: %.2f s (CPU %.2f s)", name,
                         "warmup" if rep < warmup else f"repeat {rep - warmup + 1}", elapsed, cpu_elapsed)
@@ -301,7 +289,7 @@ def run_padded_step(rounds: int, warmup: int = 1) -> dict:
         "median_seconds": medians, "median_cpu_seconds": cpu_medians,
         "median_real_tokens_per_second": {name: real_tokens / t for name, t in medians.items()},
         "loss": losses, "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
-        "machine": device_name(),
+        "machine": device_name(DEVICE),
     }
 
 
@@ -448,10 +436,10 @@ def time_case(build, seq_len: int | None, warmup: int, repeats: int) -> dict:
         for name, fn in variants.items():
             for model in models:
                 model.zero_grad(set_to_none=True)
-            synchronize()
+            synchronize(DEVICE)
             start, cpu_start = time.perf_counter(), time.process_time()
             fn()
-            synchronize()
+            synchronize(DEVICE)
             seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
             logger.info("%s %s %s: %.2f s", "openqa" if seq_len is None else f"L={seq_len}", name,
                         "warmup" if rep < warmup else f"repeat {rep - warmup + 1}/{repeats}", seconds)
@@ -466,7 +454,7 @@ def run_worker(kind: str, case: str, warmup: int, repeats: int) -> dict:
 
     torch.set_num_threads(2)
     out = {"worker": kind, "case": case, "torch": torch.__version__, "transformers": transformers.__version__,
-           "python": platform.python_version(), "num_threads": torch.get_num_threads(), "device": device_name(),
+           "python": platform.python_version(), "num_threads": torch.get_num_threads(), "device": device_name(DEVICE),
            "loadavg_start": os.getloadavg()}
     build = new_variants if kind == "new" else old_variants
     out |= time_case(build, CASES[case], warmup, repeats)
@@ -474,24 +462,6 @@ def run_worker(kind: str, case: str, warmup: int, repeats: int) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------- driver
-def run_realm_hf(command: list[str], log: str) -> float:
-    """Run `python -m realm_hf.cli COMMAND` (what `realm-hf COMMAND` runs), its output appended to `log`; returns the
-    seconds it took. Raises `CalledProcessError` when it fails (its output is in `log`)."""
-    began = time.time()
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(f"\n$ realm-hf {' '.join(command)}\n")
-        f.flush()
-        subprocess.run([sys.executable, "-m", "realm_hf.cli", *command], stdout=f, stderr=subprocess.STDOUT, check=True)
-    return time.time() - began
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
 def launch(kind: str, case: str, settings: dict) -> dict:
     python = OLD_PYTHON if kind == "old" else sys.executable
     command = [python, __file__, "--worker", kind, "--case", case, "--device", str(DEVICE),

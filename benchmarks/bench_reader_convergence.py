@@ -26,7 +26,7 @@ import json
 import os
 import sys
 
-from bench_models import cpu_model, run_realm_hf as run
+from bench_common import describe_machine, run_realm_hf as run
 
 TRAIN_FILES = ("nq-dev.jsonl[1500:]", "webquestions-train.jsonl", "curatedtrec-train.jsonl", "triviaqa-dev.jsonl")
 
@@ -36,8 +36,8 @@ def answerable_sets(args: argparse.Namespace) -> dict[str, str]:
     from transformers import AutoTokenizer
 
     from realm_hf.data.qa_examples import load_qa_examples
-    from realm_hf.initial_weights import resolve_bert_path
-    from realm_hf.metrics import CorpusAnswerFinder
+    from realm_hf.modeling.initial_weights import resolve_bert_path
+    from realm_hf.evaluation import CorpusAnswerFinder
     from realm_hf.training.arguments import CorpusArguments
     from realm_hf.training.pretraining_data import load_blocks
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     questions = answerable_sets(args)
     result = {
         "command": " ".join(["python benchmarks/bench_reader_convergence.py", *(sys.argv[1:] if argv is None else argv)]),
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        "machine": describe_machine(gpu=False),
         "settings": {"articles": args.articles, "block_length": args.block_length, "steps": args.steps,
                      "batch_size": args.batch_size, "eval_steps": args.eval_steps, "patience": args.patience,
                      "mlm": args.mlm, "questions": {name: count_lines(path) for name, path in questions.items()}},

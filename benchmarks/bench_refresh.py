@@ -68,11 +68,10 @@ import time
 from typing import Any
 
 from bench_index import add_argument
-from bench_models import cpu_model
+from bench_common import RESULTS, cpu_model
 
 logger = logging.getLogger("bench_refresh")
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 CASES = ("none", "process-all", "process", "partition", "thread", "paced")
 CASE_LABELS = {
     "none": "no refresh",

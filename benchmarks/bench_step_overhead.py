@@ -309,7 +309,7 @@ def make_openqa_trainer(args, output_dir: str, max_steps: int):
 
 
 def instrument_openqa(trainer, timer: PhaseTimer):
-    import realm_hf.evaluation as evaluation
+    import realm_hf.evaluation.retrieval as evaluation
 
     instrument_loop(trainer, timer)
     trainer.index.search = timer.wrap("index search", trainer.index.search)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from realm_hf.corpus import load_articles
 from realm_hf.data.title_probes import title_probe
-from realm_hf.metrics import exact_match
+from realm_hf.evaluation import exact_match
 from realm_hf.retrieval import add_articles_to_index
 from realm_hf.training.entry_points import parse_command_line
 

@@ -43,7 +43,7 @@ TINY = {
 
 
 def minilm_tokenizer_dir() -> str:
-    from realm_hf.initial_weights import packaged_minilm_path
+    from realm_hf.modeling.initial_weights import packaged_minilm_path
 
     try:
         return packaged_minilm_path()

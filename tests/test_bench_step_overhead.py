@@ -13,7 +13,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 import bench_step_overhead  # noqa: E402
 
-import realm_hf.evaluation  # noqa: E402
+import realm_hf.evaluation.retrieval  # noqa: E402
 from realm_hf.training import models  # noqa: E402
 
 QUESTIONS = [
@@ -30,14 +30,14 @@ def test_bench_step_overhead_times_every_phase_of_both_trainers(tmp_path):
     qa.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS * 2))
     output = tmp_path / "overhead.json"
     tiny, threads, callbacks = dict(models.TINY_BERT), torch.get_num_threads(), list(gc.callbacks)
-    retrieve_blocks = realm_hf.evaluation.retrieve_blocks
+    retrieve_blocks = realm_hf.evaluation.retrieval.retrieve_blocks
     bench_step_overhead.main([
         "--corpus", "embedded", "--articles", "40", "--masking", "random_span", "--qa_file", str(qa),
         "--batch_size", "4", "--warmup_steps", "2", "--steps", "2", "--skip", "0", "--profile_steps", "1",
         "--search_blocks", "500", "--cache_dir", str(tmp_path / "cache"), "--output", str(output),
     ])
     assert models.TINY_BERT == tiny and torch.get_num_threads() == threads and gc.callbacks == callbacks
-    assert realm_hf.evaluation.retrieve_blocks is retrieve_blocks
+    assert realm_hf.evaluation.retrieval.retrieve_blocks is retrieve_blocks
 
     result = json.loads(output.read_text())["this tree"]
     pretrain, openqa = result["runs"]["pretrain"], result["runs"]["openqa"]

@@ -214,7 +214,7 @@ def test_training_questions_are_answered_by_their_articles(demo_run):
     from realm_hf.corpus import split_into_blocks
     from realm_hf.demo.defaults import DEMO_QUESTIONS_FILE
     from realm_hf.demo.wikipedia_qa_data import SHARED_QA_FILES, load_demo_questions
-    from realm_hf.metrics import normalize_answer
+    from realm_hf.data.answers import normalize_answer
 
     output = demo_run["output"]
     articles = read_jsonl(output / "data" / "corpus.jsonl")
@@ -422,7 +422,7 @@ def test_demo_reads_qa_sets_only_from_the_folder_it_is_given(tmp_path, monkeypat
     from."""
     from realm_hf.cli import build_parser
     from realm_hf.cli.demo import _demo_train_qa
-    from realm_hf.validation import UsageError
+    from realm_hf.utils.options import UsageError
 
     (tmp_path / "work").mkdir()
     (tmp_path / "shared" / "data" / "qa").mkdir(parents=True)  # ../shared/data/qa from the working directory

@@ -13,7 +13,7 @@ from openqa_helpers import ARTICLES, QUESTIONS, write_jsonl
 
 from realm_hf.cli import main
 from realm_hf.corpus.articles import load_articles
-from realm_hf.validation import UsageError
+from realm_hf.utils.options import UsageError
 
 MISSING_MODEL = os.path.join(os.sep, "nonexistent", "realm-model")
 
@@ -242,7 +242,7 @@ def test_missing_data_is_named_before_a_missing_model(tmp_path):
     model path of the same command is missing too (a later stage's output)."""
     from realm_hf.training.arguments import CorpusArguments, ModelArguments
     from realm_hf.training.entry_points import check_arguments
-    from realm_hf.validation import UsageError
+    from realm_hf.utils.options import UsageError
 
     corpus = str(tmp_path / "wiki-2015")
     with pytest.raises(UsageError, match=r"^--corpus '.*wiki-2015': no article file .*docs/data\.md"):

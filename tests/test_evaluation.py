@@ -13,12 +13,14 @@ from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture
 from realm_hf.evaluation import (
     block_embeddings,
     evaluate_open_qa,
+    exact_match,
+    has_answer,
     load_open_qa,
     parse_recall_at,
+    recall_at_k,
     resolve_index_directory,
 )
 from realm_hf.pipelines.index_loading import resolve_model_index
-from realm_hf.metrics import exact_match, has_answer, recall_at_k
 
 
 @pytest.fixture(scope="module")
@@ -363,7 +365,7 @@ def test_the_recall_at_flag_reaches_the_evaluation(saved_model, tmp_path, capsys
 
 
 def test_evaluate_runs_the_model_on_the_device_given(saved_model, tmp_path, monkeypatch):
-    from realm_hf import evaluation
+    from realm_hf.evaluation import loading as evaluation
     from realm_hf.training import main_evaluate
     from realm_hf.training.arguments import OpenQaEvaluationArguments
     from realm_hf.training.entry_points import parse_command_line

@@ -1,5 +1,6 @@
-"""The package's layout keeps its shape (../shared/DESIGN.md, "Layout"): no import circle, no private name imported
-from another module, arrows that point one way, no module too long to hold in one's head without a reason.
+"""The package's layout keeps its shape: no import circle, no private name imported from another
+module, arrows that point one way (down the room order `LAYERS`, from the applications to the library), no module
+loose at the top of the package, no module too long to hold in one's head without a reason.
 
 Imports are read with `ast` from src/realm_hf; nothing is imported. An edge `a -> b` is an `import b` / `from b import
 ...` in `a` (`from b import c` is an edge to `b.c` when `c` is a module); importing `a.b.c` is an edge to `a.b.c` only,
@@ -227,15 +228,35 @@ def test_a_long_module_says_why(module):
     )
 
 
-APPLICATIONS = {"cli", "commands", "demo", "demo_data", "demo_defaults", "knowledge"}
-"""The applications built on the library (top-level names under realm_hf); the library never imports them."""
-FORBIDDEN = {
-    # modeling knows nothing of faiss, the index or training
-    "modeling": {"index", "training", "data", "corpus", "pipelines", "hub", "evaluation", "convert", "faiss"},
-    # the index knows models only through an "embed these token batches" callable; training sits above it
-    "index": {"modeling", "training", "pipelines", "evaluation"},
-    "corpus": {"modeling", "index", "training", "pipelines", "hub", "evaluation"},
+APPLICATIONS = {"cli", "demo"}
+"""The applications built on the library's public API (the `realm-hf` command and the demo): the top of the order.
+They may import the library and each other (`realm-hf demo` runs the demo, which prints as `realm-hf ask` does); the
+library never imports them."""
+LAYERS = [
+    {"utils"},  # helpers every room uses: lazy exports, options and usage errors, file writing, precision, slicing
+    {"configuration"},  # the configs: the only channel into a model
+    {"modeling"},  # the models; knows nothing of faiss, the index or training
+    {"corpus"},  # articles -> blocks, the block store
+    {"data", "index"},  # examples and collators; the index knows models only through an "embed these batches" callable
+    {"retrieval", "hub"},  # retrieval from a saved model and its index; index bundles, cards and pairing on the Hub
+    {"pipelines"},  # open-domain QA and retrieval-augmented fill-mask
+    {"registration"},  # the Auto classes and the pipeline tasks registered with transformers
+    {"evaluation"},  # Open-QA evaluation and its metrics
+    {"training", "convert"},  # the trainers (which evaluate as they go); transformers-REALM checkpoints -> realm_hf
+]
+"""The library's rooms (top-level names under realm_hf), lowest first. A module imports only its own room and rooms of
+lower layers, lazily or not; two rooms of one layer do not import each other. A new room must be placed here."""
+LAYER = {room: depth for depth, rooms in enumerate(LAYERS) for room in rooms}
+TOP_LEVEL = {"realm_hf", "realm_hf.configuration", "realm_hf.registration"}
+"""The modules loose at the top of the package: the public API (`__init__`), the configs and the registration with
+transformers. Everything else lives in a room."""
+JUSTIFIED_CLIMBS = {
+    ("realm_hf.index.mips", "realm_hf.hub.download"),  # RealmIndex.from_pretrained(repo_id): the Hub bundle
+    ("realm_hf.index.mips", "realm_hf.hub.upload"),  # RealmIndex.push_to_hub
 }
+"""Imports that climb, each lazy and justified in the importing module's docstring ("Why it imports ...")."""
+THIRD_PARTY_FORBIDDEN = {"modeling": {"faiss"}}
+"""modeling knows nothing of faiss."""
 
 
 def _room(module: str) -> str:
@@ -243,16 +264,56 @@ def _room(module: str) -> str:
     return parts[1] if parts[0] == PACKAGE and len(parts) > 1 else parts[0]
 
 
+def _climbs(room: str, target: str) -> bool:
+    """Whether an import from `room` into `target` (both rooms of realm_hf, or the package itself) breaks the order."""
+    if room == target or room == PACKAGE or room in APPLICATIONS:
+        return False  # the package's __init__ names the public API lazily; the applications sit on top
+    if target in APPLICATIONS or target == PACKAGE:
+        return True
+    return LAYER[target] >= LAYER[room]
+
+
+def test_the_layout_test_sees_climbs():
+    assert _climbs("index", "hub") and _climbs("modeling", "training") and _climbs("data", "index")
+    assert _climbs("training", "cli") and _climbs("pipelines", "demo") and _climbs("utils", PACKAGE)
+    assert not _climbs("hub", "index") and not _climbs("training", "evaluation") and not _climbs("cli", "demo")
+    assert not _climbs("demo", "cli") and not _climbs("data", "data")
+
+
+def test_no_module_is_loose_at_the_top():
+    top = {module for module in MODULES if module.count(".") == 0 or not _is_package_room(module)}
+    assert top == TOP_LEVEL
+
+
+def _is_package_room(module: str) -> bool:
+    """Whether `module` lives in a room (a subpackage of realm_hf), not loose at the top."""
+    parts = module.split(".")
+    return len(parts) > 2 or (len(parts) == 2 and _is_package(module))
+
+
+def test_every_room_has_its_place_in_the_order():
+    rooms = {_room(module) for module in MODULES if _is_package_room(module)}
+    top = {_room(module) for module in TOP_LEVEL} - {PACKAGE}
+    assert rooms | top == set(LAYER) | APPLICATIONS
+
+
 def test_arrows_point_one_way():
-    """applications -> library; training -> index -> modeling (DESIGN.md): the rooms below never import the ones
-    named, lazily or not (`faiss`: the third-party package)."""
+    """Down the room order (`LAYERS`), from the applications to the library, lazily or not; `faiss` (the third-party
+    package) never in modeling. A climb listed in `JUSTIFIED_CLIMBS` is lazy and its module's docstring says why."""
     found = []
     for module in MODULES:
         room = _room(module)
-        for source, _, _ in _imports(module):
-            target = _room(source)
-            if target == room or not (source.startswith(PACKAGE) or target == "faiss"):
-                continue
-            if (room not in APPLICATIONS and target in APPLICATIONS) or target in FORBIDDEN.get(room, ()):
+        docstring = ast.get_docstring(ast.parse(MODULES[module].read_text(encoding="utf-8"))) or ""
+        for source, name, lazy in _imports(module):
+            if _room(source) in THIRD_PARTY_FORBIDDEN.get(room, ()):
                 found.append(f"{module} -> {source}")
+            if not source.startswith(PACKAGE):
+                continue
+            target = f"{source}.{name}" if name and f"{source}.{name}" in MODULES else source
+            if not _climbs(room, _room(target)):
+                continue
+            said = re.search(rf"Why it imports [^:]*\b{re.escape(target)}\b", docstring)
+            justified = (module, target) in JUSTIFIED_CLIMBS and lazy and said is not None
+            if not justified:
+                found.append(f"{module} -> {target}" + ("" if lazy else " (at module level)"))
     assert sorted(set(found)) == []

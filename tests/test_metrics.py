@@ -7,14 +7,13 @@ import unicodedata
 import pytest
 import torch
 
-from realm_hf.metrics import (
+from realm_hf.data.answers import compile_answer_pattern, normalize_answer
+from realm_hf.evaluation import (
     EVALUATE_MODULE_PATH,
     bootstrap_interval,
-    compile_answer_pattern,
     evaluate_predictions,
     exact_match,
     has_answer,
-    normalize_answer,
     recall_at_k,
     retrieval_utility,
     simple_tokenize,
@@ -367,7 +366,7 @@ def test_evaluate_module_offline_matches_function(tmp_path, monkeypatch):
 
 
 def test_corpus_answer_finder_agrees_with_has_answer_on_every_block():
-    from realm_hf.metrics import CorpusAnswerFinder
+    from realm_hf.evaluation import CorpusAnswerFinder
 
     blocks = [
         "Eiffel Tower. Built in 1889, the tower is in Paris.",

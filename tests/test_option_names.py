@@ -14,7 +14,7 @@ from realm_hf.training import IctArguments, LoopArguments, ModelArguments, OpenQ
 from realm_hf.training.argument_parsing import parse_arguments
 from realm_hf.training.arguments import MlmArguments, OpenQaEvaluationArguments
 from realm_hf.training.entry_points import ICT_ARGUMENTS, MLM_ARGUMENTS, PRETRAIN_ARGUMENTS, parse_command_line
-from realm_hf.validation import UsageError
+from realm_hf.utils.options import UsageError
 
 CPU_TINY = os.path.join(os.path.dirname(__file__), "..", "examples", "configs", "cpu-tiny.yaml")
 EVALUATE = (OpenQaEvaluationArguments,)

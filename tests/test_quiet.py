@@ -16,7 +16,7 @@ from transformers import BertConfig, BertModel
 from transformers.utils import logging as transformers_logging
 
 from realm_hf import RealmKnowledgeEncoder, RealmRetriever
-from realm_hf.initial_weights import packaged_minilm_path
+from realm_hf.modeling.initial_weights import packaged_minilm_path
 from realm_hf.utils.quiet import quiet_checkpoint_io
 
 

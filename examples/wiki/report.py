@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from realm_hf.metrics import bootstrap_interval
+from realm_hf.evaluation import bootstrap_interval
 
 ROWS = ("bm25", "minilm", "mlm", "ict", "realm", "realm-retriever")
 RECALL_KS = (5, 20, 100)
@@ -152,9 +152,9 @@ def answer_in_corpus(out: str, qa_file: str, cache_dir: str | None, num_proc: in
     of any retriever), with the blocks made as the run made them (settings of masked/masked_sentences.json)."""
     from transformers import AutoTokenizer
 
-    from realm_hf.initial_weights import resolve_bert_path
+    from realm_hf.modeling.initial_weights import resolve_bert_path
     from realm_hf.data.qa_examples import load_qa_examples
-    from realm_hf.metrics import CorpusAnswerFinder
+    from realm_hf.evaluation import CorpusAnswerFinder
     from realm_hf.training.arguments import CorpusArguments
     from realm_hf.training.pretraining_data import load_blocks
 

@@ -5,7 +5,7 @@ import pytest
 def tokenizer():
     """The real uncased BERT tokenizer of the packaged all-MiniLM-L6-v2."""
     transformers = pytest.importorskip("transformers")
-    from realm_hf.initial_weights import packaged_minilm_path
+    from realm_hf.modeling.initial_weights import packaged_minilm_path
 
     try:
         path = packaged_minilm_path()

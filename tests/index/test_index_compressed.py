@@ -13,7 +13,7 @@ from index_helpers import MeanPoolEmbedder, make_blocks
 
 from realm_hf.index import RealmIndex
 from realm_hf.index.compressed import CODE_BYTES, DEFAULT_RERANK, MipsToL2, compressed_faiss_index
-from realm_hf.validation import check_index_type
+from realm_hf.training.validation import check_index_type
 
 
 faiss = pytest.importorskip("faiss")

@@ -11,7 +11,8 @@ from index_helpers import make_blocks
 
 from realm_hf.index import RealmIndex
 from realm_hf.index.index_types import is_supported_index_type
-from realm_hf.validation import UsageError, check_index_type
+from realm_hf.utils.options import UsageError
+from realm_hf.training.validation import check_index_type
 
 faiss = pytest.importorskip("faiss")
 

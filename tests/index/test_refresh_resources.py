@@ -72,7 +72,7 @@ def test_default_resources_follow_the_trainer_device():
 def test_a_bad_refresh_device_is_a_usage_error_before_any_work():
     from realm_hf.training.arguments import PretrainingArguments
     from realm_hf.training.entry_points import check_arguments
-    from realm_hf.validation import UsageError
+    from realm_hf.utils.options import UsageError
 
     with pytest.raises(UsageError, match="--refresh_device: refresh_device must be 'cpu', 'cuda' or 'cuda:<n>'"):
         check_arguments([PretrainingArguments(refresh_device="mps")])

@@ -78,7 +78,7 @@ def test_from_bert_packaged_minilm_matches_sentence_embeddings():
     """MiniLM loaded with mean pooling, no projection and normalization reproduces its own sentence embeddings."""
     from transformers import AutoTokenizer, BertModel
 
-    from realm_hf.initial_weights import packaged_minilm_path
+    from realm_hf.modeling.initial_weights import packaged_minilm_path
 
     path = packaged_minilm_path()
     retriever = RealmRetriever.from_bert(path, projection_size=None, pooling="mean", normalize_embeddings=True).eval()
@@ -120,7 +120,7 @@ def test_bad_similarity_scale_is_refused_naming_the_value(tiny_bert, scale):
 def test_packaged_minilm_as_retriever_scores_with_its_training_scale():
     """`load_retriever("minilm")` (the demo, `realm-hf search`): p(z | x) = softmax(20 · cos), as MiniLM was trained."""
     from realm_hf.retrieval import load_retriever
-    from realm_hf.initial_weights import SENTENCE_EMBEDDING_SCALE
+    from realm_hf.modeling.initial_weights import SENTENCE_EMBEDDING_SCALE
 
     retriever, _ = load_retriever("minilm")
     assert retriever.config.normalize_embeddings and retriever.config.similarity_scale == SENTENCE_EMBEDDING_SCALE == 20

@@ -55,7 +55,7 @@ def test_open_qa_from_components_keeps_weights(tiny_bert):
 
 
 def test_knowledge_encoder_from_packaged_minilm_ties_decoder():
-    from realm_hf.initial_weights import packaged_minilm_path
+    from realm_hf.modeling.initial_weights import packaged_minilm_path
 
     encoder = RealmKnowledgeEncoder.from_bert(packaged_minilm_path(), max_length=128)
     embeddings = encoder.bert.embeddings.word_embeddings.weight

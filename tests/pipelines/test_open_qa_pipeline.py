@@ -165,7 +165,7 @@ def test_answers_repeating_the_question_are_left_out(qa):
 def test_answer_marginalizes_spans_over_blocks(qa, open_qa_dir):
     """The top answer maximizes Σ_z p(z|x) Σ_{s∈S(z,y)} p(s|z,x) over the candidate spans, computed here by hand: y is
     a span's text as exact match compares it."""
-    from realm_hf.metrics import normalize_answer
+    from realm_hf.data.answers import normalize_answer
 
     for question in QUESTIONS:
         model_inputs = qa.preprocess(question)

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoTokenizer, BertForMaskedLM
 
 from realm_hf.data.mlm import MlmCollator, mask_wordpieces, split_held_out_articles
-from realm_hf.initial_weights import resolve_bert_path
+from realm_hf.modeling.initial_weights import resolve_bert_path
 from realm_hf.modeling import RealmKnowledgeEncoder
 from realm_hf.training import CorpusArguments, LoopArguments, MlmArguments, ModelArguments
 from realm_hf.training.entry_points import main_mlm

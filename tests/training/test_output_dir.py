@@ -14,7 +14,7 @@ from fault_helpers import TinyRegressionLoop, loop_arguments, two_process_launch
 
 from realm_hf.training.arguments import LoopArguments
 from realm_hf.training.output_dir import previous_run_outputs
-from realm_hf.validation import UsageError
+from realm_hf.utils.options import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "examples" / "configs"

@@ -12,7 +12,7 @@ from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture
 
 from realm_hf.training import CorpusArguments, LoopArguments, ModelArguments
 from realm_hf.training.openqa import OpenQaArguments, OpenQaTrainer
-from realm_hf.training.precision import (
+from realm_hf.utils.precision import (
     BF16_MIN_SPEEDUP,
     autocast_dtype,
     cpu_bf16_speedup,

@@ -9,7 +9,7 @@ import torch
 from openqa_helpers import ARTICLES, load_tokenizer, tiny_index, tiny_model, write_jsonl
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
-from realm_hf.metrics import CorpusAnswerFinder
+from realm_hf.evaluation import CorpusAnswerFinder
 from realm_hf.training.pretrain_evaluation import zero_shot_recall
 
 # in the corpus (hit) or not (miss), by row: 0 hit, 1 hit, 2 miss, 3 miss, 4 hit, 5 miss

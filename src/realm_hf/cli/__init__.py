@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, ImportError) as error:  # bad inputs: a value, a path, a missing extra
         if "debug" in flags:
             raise
-        from ..validation import UsageError
+        from ..utils.options import UsageError
 
         hint = "" if isinstance(error, UsageError) else " (run `realm-hf --debug ...` for the traceback)"
         print(f"realm-hf {command}: error: {_one_line(error)}{hint}", file=sys.stderr)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..validation import UsageError, check_index_dir, check_model, check_positive, check_texts
+from ..utils.options import UsageError
+from ..training.validation import check_index_dir, check_model, check_positive, check_texts
 from .model_dirs import check_open_qa_model_dir
 from .output import print_answers
 

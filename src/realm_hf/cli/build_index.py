@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..validation import UsageError, check_corpus, check_index_type, check_model, check_positive
+from ..utils.options import UsageError
+from ..training.validation import check_corpus, check_index_type, check_model, check_positive
 
 RETRIEVER_MODELS = "a RealmRetriever or RealmForOpenQA directory, a BERT directory or Hub id, or 'minilm'"
 """What `--model` of `build-index` and `search` takes (named in their errors)."""

@@ -14,7 +14,8 @@ from ..demo.defaults import (
     DEMO_READING_STEPS, DEMO_READING_WEIGHT, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_STEPS,
     DEMO_TRAIN_QUESTIONS, KNOWLEDGE_INITS,
 )
-from ..validation import DATA_PAGE, UsageError, check_positive, check_texts
+from ..training.validation import DATA_PAGE, check_positive, check_texts
+from ..utils.options import UsageError
 
 DEMO_RECIPES = ("knowledge", "wikipedia-qa")
 DEMO_OUTPUTS = {"knowledge": "outputs/demo", "wikipedia-qa": "outputs/demo-wikipedia-qa"}

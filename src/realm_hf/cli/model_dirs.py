@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ..validation import UsageError
+from ..utils.options import UsageError
 from .demo import DEMO_OUTPUTS
 
 __all__ = ["check_open_qa_model_dir", "command_that_writes", "is_pretraining_output"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..validation import UsageError
+from ..utils.options import UsageError
 
 def add_parser(subparsers) -> None:
     """The `publish` subcommand and its options."""

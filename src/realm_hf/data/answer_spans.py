@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import torch
 
-from ..metrics import compile_answer_pattern
+from .answers import compile_answer_pattern
 
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,6 @@ __all__ = ["find_answer_spans", "pad_answer_spans", "tokenize_text_answers"]
 
 Span = tuple[int, int]
 
-# The flags of DrQA / ORQA / DPR for regex answers (see realm_hf.metrics).
 # Whitespace next to a punctuation character (anything neither a word character nor a space).
 _SPACE_AROUND_PUNCTUATION = re.compile(r"\s+(?=[^\w\s])|(?<=[^\w\s])\s+")
 

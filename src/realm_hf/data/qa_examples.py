@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..slicing import split_slice
+from ..utils.slicing import split_slice
 
 __all__ = ["ANSWER_FORMATS", "load_qa_examples", "normalize_qa_example", "resolve_qa_files"]
 

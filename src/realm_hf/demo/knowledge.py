@@ -29,8 +29,9 @@ import torch
 
 from ..corpus import split_into_blocks
 from ..data.knowledge_task import KnowledgeTask, KnowledgeValueTagger, make_knowledge_task
-from ..initial_weights import resolve_bert_path
-from ..training.precision import resolve_mixed_precision
+from ..modeling.initial_weights import resolve_bert_path
+from ..utils.machine import describe_machine
+from ..utils.precision import resolve_mixed_precision
 from .defaults import DEMO_ENTITIES, DEMO_EVAL_EVERY, DEMO_INIT, DEMO_SHOWN_ANSWERS, DEMO_STEPS
 from .knowledge_runs import (
     KNOWLEDGE_RECIPES, KNOWLEDGE_TASK_SHAPES, held_out_examples, plot_knowledge_curves, run_ict, run_reading_warmup,
@@ -290,7 +291,7 @@ def run_knowledge_demo(output: str, settings: KnowledgeDemoSettings | None = Non
             "num_entities": settings.num_entities, "seed": settings.seed, "held_out_sentences": len(task.held_out_sentences),
             "train_sentences": len(task.train_sentences), **KNOWLEDGE_TASK_SHAPES,
         },
-        "recipe_values": recipe, "machine": _machine(), "minutes": round((time.time() - began) / 60, 2),
+        "recipe_values": recipe, "machine": describe_machine(), "minutes": round((time.time() - began) / 60, 2),
         "plot": None,
     }
     try:
@@ -303,15 +304,3 @@ def run_knowledge_demo(output: str, settings: KnowledgeDemoSettings | None = Non
         json.dump(summary, f, indent=1)
     _print_report(summary)
     return summary
-
-
-def _machine() -> str:
-    """The processor, its cores, and the GPU when there is one."""
-    import platform
-
-    name = platform.processor() or platform.machine()
-    if os.path.isfile("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
-    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
-    return f"{name}, {os.cpu_count()} cores{gpu}"

@@ -29,7 +29,7 @@ from ..data.masking import build_masked_dataset
 from ..training import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments, RealmPretrainer
 from ..training.arguments import IctArguments
 from ..training.ict import IctTrainer
-from ..training.precision import resolve_mixed_precision
+from ..utils.precision import resolve_mixed_precision
 
 logger = logging.getLogger(__name__)
 

@@ -68,7 +68,7 @@ def answer_questions(model: str, questions: list[str], evaluation: list[dict] | 
     """
     from transformers import pipeline
 
-    from ..metrics import exact_match
+    from ..evaluation.answer_match import exact_match
     from ..pipelines import OPEN_QA_TASK
 
     register_auto_classes()  # the task, whatever was imported before

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..corpus import load_corpus_articles
 from ..data.title_probes import title_probe_examples
-from ..metrics import compile_answer_pattern, normalize_answer
+from ..data.answers import compile_answer_pattern, normalize_answer
 from .defaults import DEMO_FOCUS_ARTICLES
 
 if TYPE_CHECKING:

@@ -120,7 +120,7 @@ class DemoSettings:
         if self.tiny_models:
             return {"block_length": 64, "query_max_length": 32, "joined_max_length": 96, "mixed_precision": "no",
                     "embed_dtype": "float32", "top_k": 3}
-        # "auto": bf16 where this CPU runs it faster, fp32 where not (`training.precision` measures it)
+        # "auto": bf16 where this CPU runs it faster, fp32 where not (`utils.precision` measures it)
         return {"block_length": DEMO_BLOCK_LENGTH, "query_max_length": 64, "joined_max_length": 192,
                 "mixed_precision": "auto", "embed_dtype": "auto", "top_k": 5}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..index.manifest import IndexManifest
-from ..slicing import split_slice
+from ..utils.slicing import split_slice
 from ..utils.files import read_json_file
 from .bundles import BLOCK_SHARD_PATTERN
 from .training_facts import collect_training_facts, round_metric
@@ -68,7 +68,7 @@ def load_eval_results(source: str | os.PathLike | Mapping | Sequence) -> list[di
          "exact_match": 40.4, "recall@5": 61.2, "count": 3610}
 
     `dataset` (a Hub dataset id or a short name) is required, and at least one metric: `exact_match` and/or
-    `recall@K` (percentages in [0, 100], as [`realm_hf.metrics`] returns them). Optional: `dataset_name`, `split`,
+    `recall@K` (percentages in [0, 100], as [`realm_hf.evaluation`] returns them). Optional: `dataset_name`, `split`,
     `count`, `task` (model-index task type, default `"question-answering"`), `top_k`, `index_repo_id`, `model`.
     Without `dataset`, the name of `qa_file` (as `realm_hf.training.entry_points.run_evaluation` writes it) stands in.
 

@@ -7,6 +7,12 @@ Building, search, add/remove live here; the files of an index directory (layout,
 Why this module is long: it is the one public class `RealmIndex`, whose methods (build, search, add/remove, save and
 load) all keep its blocks, embeddings, backend and manifest consistent with each other; about half of it is the
 documentation of its public arguments.
+
+Why it imports realm_hf.hub.download and realm_hf.hub.upload (the one climb of the index, lazily, inside
+`from_pretrained` and `push_to_hub`): a transformers user expects `RealmIndex.from_pretrained(repo_id)` and
+`index.push_to_hub(repo_id)` beside `save_pretrained`, as on a model. The Hub bundle itself (its files, the checks
+of a download, the dataset card) belongs to `realm_hf.hub`, which builds on the index's storage; these two methods
+only hand over to it. Nothing of the index imports the Hub at module level.
 """
 
 from __future__ import annotations

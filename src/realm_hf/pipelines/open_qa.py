@@ -61,7 +61,7 @@ from ._utils import (
     resolve_call_index,
 )
 from ..index.manifest import fingerprint_module
-from ..metrics import normalize_answer
+from ..data.answers import normalize_answer
 from .index_loading import (
     FINGERPRINT_OPT_OUT,
     check_index_fingerprint,

@@ -9,7 +9,7 @@ import torch
 from ..corpus import load_corpus_articles, split_into_blocks
 from ..index import RealmIndex
 from ..modeling import RealmRetriever
-from ..training.precision import autocast_dtype, resolve_embed_dtype, resolve_mixed_precision
+from ..utils.precision import autocast_dtype, resolve_embed_dtype, resolve_mixed_precision
 from .loading import load_retriever
 
 __all__ = ["build_index", "search"]
@@ -20,7 +20,7 @@ def build_index(
     block_length: int = 288, batch_size: int = 64, dtype: str = "auto",
 ) -> RealmIndex:
     """Split a corpus into blocks, embed them with the retriever's document tower, save the index; `dtype` "auto"
-    embeds under bf16 autocast only where it is faster here (see `training.precision`)."""
+    embeds under bf16 autocast only where it is faster here (see `utils.precision`)."""
     articles = load_corpus_articles(corpus, max_articles)  # first: a malformed corpus fails before a model is loaded
     retriever, tokenizer = load_retriever(model)
     if dtype == "auto":

@@ -6,7 +6,7 @@ import os
 
 from transformers import AutoTokenizer
 
-from ..initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
+from ..modeling.initial_weights import SENTENCE_EMBEDDING_SCALE, resolve_bert_path
 from ..modeling import RealmForOpenQA, RealmRetriever
 from ..utils.files import MODEL_FILE_HINT, read_json_file
 
@@ -18,8 +18,8 @@ def load_retriever(name_or_path: str) -> tuple[RealmRetriever, object]:
     directory (its `retriever/`), or any BERT ('minilm').
 
     A plain BERT (such as the packaged all-MiniLM-L6-v2) is used as a sentence embedder: mean pooling, no
-    projection, normalized, relevance = 20 · cosine (`initial_weights.SENTENCE_EMBEDDING_SCALE`): the geometry and
-    the softmax it was trained with; REALM training then learns its own.
+    projection, normalized, relevance = 20 · cosine (`modeling.initial_weights.SENTENCE_EMBEDDING_SCALE`): the
+    geometry and the softmax it was trained with; REALM training then learns its own.
     """
     path = resolve_bert_path(name_or_path)
     model_type = _model_type(path)

@@ -12,7 +12,7 @@ import functools
 import math
 from typing import Any
 
-from ..validation import UsageError
+from ..utils.options import UsageError
 
 __all__ = ["LIMITS", "Limit", "check_limits"]
 
@@ -99,8 +99,8 @@ def _choices() -> dict[str, tuple[str, ...]]:
     """String arguments by field name -> the values they take (the constants of the modules that use them)."""
     from ..configuration import POOLINGS, SPAN_NORMALIZATIONS
     from ..data.masking import STRATEGIES
-    from ..evaluation import RETRIEVALS
-    from .precision import EMBED_DTYPES, MIXED_PRECISIONS
+    from ..evaluation.retrieval import RETRIEVALS
+    from ..utils.precision import EMBED_DTYPES, MIXED_PRECISIONS
 
     return {
         "mixed_precision": MIXED_PRECISIONS, "embed_dtype": EMBED_DTYPES, "pooling": POOLINGS,

@@ -13,7 +13,7 @@ from transformers import HfArgumentParser
 
 from ..utils.files import read_yaml_file
 from ..utils.options import option_strings, refuse_unknown_arguments, unknown_option_error
-from ..validation import UsageError
+from ..utils.options import UsageError
 
 __all__ = ["parse_arguments"]
 

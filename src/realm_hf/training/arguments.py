@@ -447,7 +447,7 @@ class OpenQaEvaluationArguments:
     recall_at: str | None = field(default=None, metadata={"help": _RECALL_AT_HELP})
 
     def __post_init__(self) -> None:
-        from ..evaluation import parse_recall_at
+        from ..evaluation.open_qa import parse_recall_at
 
         check_limits(self)
 

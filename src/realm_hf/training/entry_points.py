@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from transformers import HfArgumentParser
 
-from ..validation import (
+from .validation import (
     check_corpus, check_index_dir, check_index_type, check_model, check_qa_files, check_refresh_device,
     check_refresh_schedule,
 )
@@ -78,7 +78,7 @@ _CHECKS: dict[str, Callable[[str, str], None]] = {
     "index_dir": check_index_dir,
     **{name: functools.partial(check_model, expected=expected) for name, expected in _MODEL_CHECK.items()},
 }
-"""Cheap checks of argument fields by name (`realm_hf.validation`), run on every given value before the job starts."""
+"""Cheap checks of argument fields by name (`training.validation`), run on every given value before the job starts."""
 _DATA_FIELDS = frozenset({"corpus", "pretraining_corpus", "train_file", "eval_file", "qa_file", "eval_qa_file"})
 """The fields of `_CHECKS` that name data (checked before the models)."""
 
@@ -338,7 +338,8 @@ def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
     import torch
 
     from ..data.openqa import load_qa_examples
-    from ..evaluation import evaluate_open_qa, load_open_qa, parse_recall_at, write_metrics_file
+    from ..evaluation.loading import load_open_qa
+    from ..evaluation.open_qa import evaluate_open_qa, parse_recall_at, write_metrics_file
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, tokenizer, index = load_open_qa(

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 
 from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.ict import IctCollator, build_ict_dataset
-from ..initial_weights import resolve_bert_path
+from ..modeling.initial_weights import resolve_bert_path
 from ..modeling import RealmRetriever
 from .arguments import CorpusArguments, IctArguments, LoopArguments, ModelArguments
 from .loop import TrainingLoop, make_accelerator

@@ -18,7 +18,7 @@ from ..index import RealmIndex
 from ..index.sharded import build_shard
 from ..modeling import RealmRetriever
 from ..utils.files import reading_file
-from .precision import autocast_dtype
+from ..utils.precision import autocast_dtype
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from .early_stopping import EarlyStopping
 from .output_dir import (  # noqa: F401 - complete_checkpoints, latest_checkpoint: also the loop's public names
     FINAL_NAME, HISTORY_NAME, TRACKER_RUN_NAME, TRAINER_STATE, claim_output_dir, complete_checkpoints, latest_checkpoint,
 )
-from .precision import resolve_mixed_precision
+from ..utils.precision import resolve_mixed_precision
 from .zero3 import load_models_whole, whole_parameters
 
 logger = logging.getLogger(__name__)

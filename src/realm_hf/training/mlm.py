@@ -16,7 +16,7 @@ from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.mlm import MlmCollator, split_held_out_articles
-from ..initial_weights import resolve_bert_path
+from ..modeling.initial_weights import resolve_bert_path
 from ..modeling.common import load_bert_for_masked_lm
 from ..modeling.knowledge_encoder import IGNORE_INDEX
 from ..utils.quiet import quiet_checkpoint_io

@@ -8,7 +8,7 @@ import os
 from ..configuration import (
     RealmForOpenQAConfig, RealmKnowledgeEncoderConfig, RealmReaderConfig, RealmRetrieverConfig,
 )
-from ..initial_weights import resolve_bert_path
+from ..modeling.initial_weights import resolve_bert_path
 from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
 from ..modeling.retriever import load_bert_weights
 from ..utils.files import MODEL_FILE_HINT, read_json_file

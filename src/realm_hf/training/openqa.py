@@ -19,16 +19,18 @@ from transformers import AutoTokenizer
 
 from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.openqa import OpenQaCollator, load_qa_examples, model_inputs
-from ..evaluation import evaluate_open_qa, resolve_index_directory, retrieve_and_collate, write_metrics_file
+from ..evaluation.loading import resolve_index_directory
+from ..evaluation.open_qa import evaluate_open_qa, write_metrics_file
+from ..evaluation.retrieval import retrieve_and_collate
 from ..index import RealmIndex
 from ..index.manifest import DAMAGED_INDEX_HINT, MANIFEST_NAME, fingerprint_module
-from ..initial_weights import resolve_bert_path
+from ..modeling.initial_weights import resolve_bert_path
 from ..modeling import RealmForOpenQA, RealmRetriever
 from ..utils.files import read_json_file
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, OpenQaArguments
 from .loop import TrainingLoop, as_examples, make_accelerator
 from .models import is_realm_dir, load_open_qa_model, open_qa_tokenizer_path, untie_retriever_towers
-from .precision import autocast_dtype, resolve_embed_dtype
+from ..utils.precision import autocast_dtype, resolve_embed_dtype
 from .zero3 import whole_copy
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from accelerate.state import AcceleratorState
 from accelerate.utils import broadcast_object_list
 
 from ..index.manifest import MANIFEST_NAME
-from ..validation import UsageError
+from ..utils.options import UsageError
 
 logger = logging.getLogger(__name__)
 

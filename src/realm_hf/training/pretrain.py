@@ -23,12 +23,12 @@ from transformers import AutoTokenizer
 
 from ..data.collators import RealmPretrainingCollator, pad_sequences, retriever_inputs
 from ..index import RealmIndex
-from ..metrics import CorpusAnswerFinder
+from ..evaluation.answer_match import CorpusAnswerFinder
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .loop import TrainingLoop, as_examples, decay_parameter_groups
 from .models import load_models, pretraining_tokenizer_path
-from .precision import resolve_embed_dtype
+from ..utils.precision import resolve_embed_dtype
 from .pretrain_evaluation import held_out_sentence_figures, zero_shot_recall
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data

@@ -12,7 +12,8 @@ import torch
 
 from ..data.qa_examples import load_qa_examples
 from ..index import RealmIndex
-from ..metrics import CorpusAnswerFinder, recall_at_k
+from ..evaluation.answer_match import CorpusAnswerFinder
+from ..evaluation.metrics import recall_at_k
 from ..modeling import RealmRetriever
 
 __all__ = ["held_out_sentence_figures", "masked_token_hits", "zero_shot_recall"]

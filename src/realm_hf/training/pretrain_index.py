@@ -20,7 +20,7 @@ from ..utils.files import read_json_file
 from ..utils.quiet import quiet_checkpoint_io
 from .index_builder import build_index_from_snapshot, refresh_resources
 from .loop import CHECKPOINT_HINT, TRAINER_STATE, complete_checkpoints, resolve_checkpoint
-from .precision import autocast_dtype
+from ..utils.precision import autocast_dtype
 from .pretraining_data import blocks_checksum
 from .zero3 import is_partitioned, whole_copy, whole_fingerprint, whole_parameters, whole_state_dict
 

@@ -13,11 +13,15 @@ import difflib
 import sys
 from collections.abc import Iterable, Sequence
 
-from ..validation import UsageError
-
 __all__ = [
-    "StrictArgumentParser", "nearest_option", "option_strings", "refuse_unknown_arguments", "unknown_option_error",
+    "StrictArgumentParser", "UsageError", "nearest_option", "option_strings", "refuse_unknown_arguments",
+    "unknown_option_error",
 ]
+
+
+class UsageError(ValueError):
+    """A command-line value that cannot work; the message is one line naming the value and the fix. The CLI prints it
+    without a traceback and exits with status 2 (the checks that raise it: `realm_hf.training.validation`)."""
 
 
 def nearest_option(name: str, options: Iterable[str]) -> str | None:

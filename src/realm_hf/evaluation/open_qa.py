@@ -4,7 +4,7 @@
 
 Per question: embed it with the query tower, retrieve the top-k blocks (dense MIPS, or BM25 over the same blocks),
 score them with the blocks' stored embeddings, read `[CLS] question [SEP] body [SEP]` for each, and predict the span
-maximizing `log p(z|x) + log p(s|z,x)`. Exact match follows `realm_hf.metrics.exact_match` (SQuAD normalization;
+maximizing `log p(z|x) + log p(s|z,x)`. Exact match follows `evaluation.answer_match.exact_match` (SQuAD normalization;
 `pattern.match` for regex answers); Recall@k is DPR's `has_answer` on the title and body of the top-k blocks.
 With `recall_at=(5, 20, 100)` one more pass retrieves (without reading) the top-100 blocks of each question and reports
 the retriever's `retrieval_recall@5/20/100` on the same questions.
@@ -23,131 +23,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .data.openqa import OpenQaCollator, load_qa_examples, model_inputs, normalize_qa_example
-from .metrics import evaluate_predictions, exact_match, has_answer, recall_at_k
+from ..data.openqa import model_inputs, normalize_qa_example
+from .answer_match import exact_match, has_answer
+from .metrics import evaluate_predictions, recall_at_k
+from .retrieval import RETRIEVALS, block_text, make_collator, retrieval_hits, retrieve_and_collate
 
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "block_embeddings",
-    "evaluate_open_qa",
-    "load_open_qa",
-    "make_collator",
-    "parse_recall_at",
-    "resolve_index_directory",
-    "retrieval_hits",
-    "retrieve_and_collate",
-    "retrieve_blocks",
-]
-
-RETRIEVALS = ("dense", "bm25")
-_BLOCK_COLUMNS = ("block_id", "title", "text", "input_ids", "token_type_ids")
-
-
-def block_embeddings(index: Any, block_ids: torch.Tensor | np.ndarray) -> torch.Tensor:
-    """The stored embeddings `[..., D]` of `block_ids` (see [`RealmIndex.get_embeddings`])."""
-    return index.get_embeddings(block_ids)
-
-
-def make_collator(
-    model: Any,
-    tokenizer: Any,
-    query_max_length: int | None = None,
-    reader_max_length: int | None = None,
-    truncate_questions: bool = False,
-) -> OpenQaCollator:
-    """An [`OpenQaCollator`] sized by the model's config (overrides may only shorten)."""
-    retriever_length = model.config.retriever_config.query_max_length
-    reader_length = model.config.reader_config.max_length
-    return OpenQaCollator(
-        tokenizer,
-        query_max_length=min(query_max_length or retriever_length, retriever_length),
-        reader_max_length=min(reader_max_length or reader_length, reader_length),
-        max_span_width=model.config.reader_config.max_span_width,
-        truncate_questions=truncate_questions,
-    )
-
-
-def retrieve_blocks(
-    model: Any,
-    index: Any,
-    collator: OpenQaCollator,
-    examples: Sequence[dict[str, Any]],
-    k: int,
-    device: torch.device | str | None = None,
-    retrieval: str = "dense",
-    bm25: Any = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""
-    `(scores, block_ids)`, each `[B, k]` on CPU: the top-`k` blocks of each question, best first, that
-    [`retrieve_and_collate`] collates (same arguments; `examples` already normalized), found without reading them.
-    """
-    if retrieval not in RETRIEVALS:
-        raise ValueError(f"retrieval must be one of {RETRIEVALS}, got {retrieval!r}.")
-    if retrieval == "bm25":
-        if bm25 is None:
-            raise ValueError("retrieval='bm25' needs a Bm25Retriever: pass bm25=Bm25Retriever(index).")
-        block_ids, scores = bm25.search_text([e["question"] for e in examples], k, return_scores=True)
-        return scores, block_ids
-    queries = collator.encode_questions(examples)
-    if device is None:
-        device = next(model.parameters()).device
-    # the choice of blocks should not depend on dropout: search with the query tower in eval mode
-    tower = getattr(model, "retriever", model)
-    was_training = tower.training
-    tower.eval()
-    try:
-        with torch.no_grad():
-            query_embeds = model.embed_queries(
-                queries["query_input_ids"].to(device),
-                queries["query_attention_mask"].to(device),
-                queries["query_token_type_ids"].to(device),
-            )  # [B, D]
-    finally:
-        tower.train(was_training)
-    return index.search(query_embeds.float().cpu(), k)  # [B, k]
-
-
-def retrieve_and_collate(
-    model: Any,
-    index: Any,
-    collator: OpenQaCollator,
-    examples: Sequence[Any],
-    k: int,
-    device: torch.device | str | None = None,
-    retrieval: str = "dense",
-    bm25: Any = None,
-) -> dict[str, Any]:
-    r"""
-    Retrieve the top-`k` blocks of each question ([`retrieve_blocks`]) and collate the `RealmForOpenQA` batch (see
-    [`OpenQaCollator`]).
-
-    Args:
-        model: A `RealmForOpenQA` (or anything with `embed_queries`); queries are embedded without gradient.
-        index (`RealmIndex`): The fixed index (blocks + stored embeddings).
-        collator ([`OpenQaCollator`]): Builds the tensors.
-        examples: QA dicts or question strings.
-        k (`int`): Blocks per question.
-        device: Where the query tower runs (default: the model's device).
-        retrieval (`str`): `"dense"` (MIPS with the query tower) or `"bm25"` (with `bm25`, a [`Bm25Retriever`]);
-            either way the candidates are scored with their stored dense embeddings for `p(z|x)`.
-
-    Returns:
-        The collated batch on CPU, plus `retrieval_scores` `[B, k]` (the index's or BM25's scores).
-    """
-    examples = collator.normalize_examples(examples)
-    scores, block_ids = retrieve_blocks(model, index, collator, examples, k, device, retrieval=retrieval, bm25=bm25)
-    columns = [c for c in _BLOCK_COLUMNS if c in index.blocks.column_names]
-    rows = index.get_blocks(block_ids, columns=columns)
-    batch = collator(examples, rows, block_embeddings(index, block_ids))
-    batch["retrieval_scores"] = scores
-    return batch
-
-
-def _block_text(title: Any, text: Any) -> str:
-    """A block as Recall@k searches it: title and body."""
-    return f"{title or ''} {text or ''}".strip()
+__all__ = ["evaluate_open_qa", "parse_recall_at", "write_metrics_file"]
 
 
 def parse_recall_at(value: str | Sequence[int] | None, option: str = "--recall_at") -> tuple[int, ...] | None:
@@ -174,48 +58,6 @@ def parse_recall_at(value: str | Sequence[int] | None, option: str = "--recall_a
         wanted, example = ("comma-separated", "5,20,100") if text else ("a sequence of", "(5, 20, 100)")
         raise ValueError(f"{option} needs {wanted} positive integers, got {value!r} (e.g. {example}).")
     return tuple(sorted({int(k) for k in depths}))
-
-
-def retrieval_hits(
-    model: Any,
-    index: Any,
-    collator: OpenQaCollator,
-    examples: Sequence[dict[str, Any]],
-    depths: Sequence[int],
-    batch_size: int = 16,
-    device: torch.device | str | None = None,
-    retrieval: str = "dense",
-    bm25: Any = None,
-    progress: bool = True,
-) -> list[dict[str, bool]]:
-    r"""
-    Per question, whether an answer is in its top-`k` retrieved blocks for each `k` of `depths`: one retrieval
-    ([`retrieve_blocks`], `max(depths)` blocks a question, `batch_size` questions a search) and nothing read.
-
-    A block holds an answer by DPR's [`has_answer`] on its title and body, as [`recall_at_k`] decides it, so the
-    percentage of `True` under `str(k)` is `recall_at_k` of the top-`k` blocks.
-
-    Returns:
-        `list[dict[str, bool]]`: `{"5": bool, "20": bool, ...}` a question, the keys in the order of `depths`.
-    """
-    depth = max(depths)
-    columns = [c for c in ("title", "text") if c in index.blocks.column_names]
-    hits: list[dict[str, bool]] = []
-    bar = tqdm(total=len(examples), desc=f"retrieval recall@{depth}", disable=not progress)
-    for start in range(0, len(examples), batch_size):
-        chunk = examples[start : start + batch_size]
-        _, block_ids = retrieve_blocks(model, index, collator, chunk, depth, device, retrieval=retrieval, bm25=bm25)
-        rows = index.get_blocks(block_ids, columns=columns)
-        for b, example in enumerate(chunk):
-            titles = rows["title"][b] if "title" in rows else [""] * len(rows["text"][b])
-            texts = (_block_text(title, text) for title, text in zip(titles, rows["text"][b]))
-            # the rank of the first block with an answer (`depth` when none): found at k iff it is below k
-            answers, answer_format = example["answers"], example["answer_format"]
-            first = next((rank for rank, text in enumerate(texts) if has_answer(text, answers, answer_format)), depth)
-            hits.append({str(k): first < k for k in depths})
-        bar.update(len(chunk))
-    bar.close()
-    return hits
 
 
 @torch.no_grad()
@@ -285,7 +127,7 @@ def evaluate_open_qa(
     if depths is not None and depths[-1] > index.num_blocks:
         raise ValueError(f"recall_at={depths[-1]} is more than the {index.num_blocks} blocks of the index; lower it.")
     if retrieval == "bm25" and bm25 is None:
-        from .index.bm25 import Bm25Retriever
+        from ..index.bm25 import Bm25Retriever
 
         bm25 = Bm25Retriever(index)
     if retrieval not in RETRIEVALS:
@@ -317,7 +159,7 @@ def evaluate_open_qa(
                 span_start, span_end = int(out.best_start[b]), int(out.best_end[b])
                 block = batch["candidates"][b][candidate]
                 answer, _, _ = block.span_to_text(span_start, span_end, tokenizer)
-                texts = [_block_text(c.title, c.text) for c in batch["candidates"][b]]
+                texts = [block_text(c.title, c.text) for c in batch["candidates"][b]]
                 retrieved_texts.append(texts)
                 predictions.append(
                     {
@@ -381,68 +223,6 @@ def evaluate_open_qa(
         " ".join(f"{name}={value:.4g}" for name, value in metrics.items()),
     )
     return metrics, predictions
-
-
-# --------------------------------------------------------------------------------------------- loading
-def resolve_index_directory(
-    model_dir: str | os.PathLike, index_repo_id: str | None, index_revision: str | None = None
-) -> str:
-    r"""
-    The local index directory of a saved `RealmForOpenQA`, from `config.index_repo_id` (and `index_revision`).
-
-    The rules are those of the one index resolver, [`realm_hf.pipelines.index_loading.resolve_model_index`], which
-    `pipeline(...)` uses too: `<model_dir>/index`, a folder inside the model directory, or a Hub dataset repo
-    (downloaded, or read from the cache offline). An absolute path or one that leaves the model directory is refused;
-    nothing is looked up in the working directory.
-
-    Raises:
-        `ValueError`: when `index_repo_id` points outside the model directory. `FileNotFoundError`: naming every place
-        that was looked at, when there is no index.
-    """
-    from .hub.download import resolve_index_dir
-    from .pipelines.index_loading import resolve_model_index
-
-    location = resolve_model_index(model_dir, index_repo_id, index_revision)
-    if location.directory is not None:
-        return location.directory
-    return resolve_index_dir(location.repo_id, revision=location.revision, include_index_file=False)
-
-
-def load_open_qa(
-    model_dir: str | os.PathLike,
-    index_dir: str | os.PathLike | None = None,
-    check_fingerprint: bool = True,
-    device: torch.device | str | None = None,
-    trust_index_file: bool = False,
-) -> tuple[Any, Any, Any]:
-    r"""
-    A saved `RealmForOpenQA`, its tokenizer and its index (from `index_dir`, else the model's own, found by the index
-    resolver `pipeline(...)` uses, [`realm_hf.pipelines.index_loading.load_index_for_model`]). The index must match
-    the retriever's embedding size and, with `check_fingerprint`, its document tower's weights or the
-    `config.index_fingerprint` recorded at fine-tuning. `trust_index_file`: see [`RealmIndex.from_pretrained`].
-    """
-    from transformers import AutoTokenizer
-
-    from .index.manifest import fingerprint_module
-    from .registration import register_what_is_loaded
-    from .modeling import RealmForOpenQA
-    from .pipelines.index_loading import load_index_for_model, model_revision
-
-    model = RealmForOpenQA.from_pretrained(model_dir).eval()
-    if device is not None:
-        model.to(device)
-    register_what_is_loaded()  # AutoTokenizer reads the model's config.json (model_type realm_open_qa)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    index = load_index_for_model(
-        model_dir, model.config, index_dir, expected_dim=model.config.retriever_config.embedding_size,
-        model_revision=model_revision(model), trust_index_file=trust_index_file,
-    )
-    current = fingerprint_module(model.retriever.document_embedder)
-    # the document tower, or the index the model recorded it was fine-tuned against (shared towers that moved)
-    if check_fingerprint and index.fingerprint not in {current, getattr(model.config, "index_fingerprint", None)}:
-        source = os.fspath(index_dir) if index_dir is not None else f"the index of the model at {model_dir}"
-        index.manifest.check_compatible(expected_fingerprint=current, source=source)  # raises
-    return model, tokenizer, index
 
 
 def write_metrics_file(path: str, metrics: dict[str, float], model: str, qa_file: str, retrieval: str = "dense") -> None:

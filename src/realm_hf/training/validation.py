@@ -3,6 +3,9 @@
 Each check raises [`UsageError`] with one line that names the option, the value and the fix; the CLI prints it
 without a traceback and exits with status 2. The checks look at the file system, the Hugging Face cache and the
 faiss factory parser only: no model is loaded and no corpus is read.
+
+They live beside the arguments they check (`training.entry_points` runs them on every given field by name) and
+serve the `realm-hf` subcommands too; [`UsageError`] itself sits in `realm_hf.utils.options`, below every room.
 """
 
 from __future__ import annotations
@@ -10,11 +13,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .initial_weights import resolve_bert_path
+from ..modeling.initial_weights import resolve_bert_path
+from ..utils.options import UsageError
 
 __all__ = [
     "DATA_PAGE",
-    "UsageError",
     "check_corpus",
     "check_index_dir",
     "check_index_type",
@@ -30,10 +33,6 @@ DATA_PAGE = "docs/data.md"
 """The page of the source checkout that says where the real corpora and QA sets come from and how to point at them."""
 _PROBE_DIM = 1920
 """Vector size used to parse a faiss factory string before the real size is known (2^7·3·5: most PQ splits fit)."""
-
-
-class UsageError(ValueError):
-    """A command-line value that cannot work; the message is one line naming the value and the fix."""
 
 
 def _could_be_repo_id(value: str) -> bool:
@@ -106,14 +105,14 @@ def _check_model_dir(path: str, value: str, option: str, expected: str) -> None:
 def check_corpus(value: str, option: str = "--corpus") -> None:
     """Check that `value` is `embedded` (and its package installed) or matches article files; else [`UsageError`]."""
     if value == "embedded":
-        from .corpus.embedded import embedded_corpus_path
+        from ..corpus.embedded import embedded_corpus_path
 
         try:
             embedded_corpus_path()
         except ImportError as error:
             raise UsageError(f"{option} embedded: {error}") from error
         return
-    from .corpus.articles import resolve_files
+    from ..corpus.articles import resolve_files
 
     try:
         resolve_files(value)
@@ -126,7 +125,7 @@ def check_corpus(value: str, option: str = "--corpus") -> None:
 
 def check_qa_files(value: str, option: str) -> None:
     """Check that each comma-separated part of `value` (a file or glob, an optional `[start:stop]`) names a file."""
-    from .data.qa_examples import resolve_qa_files
+    from ..data.qa_examples import resolve_qa_files
 
     try:
         resolve_qa_files(value)
@@ -140,7 +139,7 @@ def check_qa_files(value: str, option: str) -> None:
 
 def check_index_dir(value: str, option: str = "--index") -> None:
     """Check that `value` is an index directory (one with a `manifest.json`); else [`UsageError`]."""
-    from .index.manifest import MANIFEST_NAME
+    from ..index.manifest import MANIFEST_NAME
 
     if not os.path.isfile(os.path.join(value, MANIFEST_NAME)):
         found = "no such directory" if not os.path.isdir(value) else f"no {MANIFEST_NAME} in it"
@@ -157,9 +156,9 @@ def check_index_type(value: str, option: str = "--index-type") -> None:
     A string that parses but does not fit the embedding size (e.g. `PQ7` of 128 dimensions) is left to the build,
     which knows the size and names it.
     """
-    from .index.compressed import COMPRESSED
-    from .index.faiss_loader import import_faiss
-    from .index.index_types import (
+    from ..index.compressed import COMPRESSED
+    from ..index.faiss_loader import import_faiss
+    from ..index.index_types import (
         INDEX_TYPE_EXAMPLES, TORCH_EXACT, is_supported_index_type, unsupported_index_type_message,
     )
 
@@ -182,7 +181,7 @@ def check_index_type(value: str, option: str = "--index-type") -> None:
 
 def check_refresh_schedule(value: str, option: str = "--refresh_schedule") -> None:
     """Check that `value` parses as a [`RefreshSchedule`] (`"500"`, `"0-1000:100,1000-:500"`, `"0"`)."""
-    from .index.refresh_schedule import RefreshSchedule
+    from ..index.refresh_schedule import RefreshSchedule
 
     try:
         RefreshSchedule(value)
@@ -192,7 +191,7 @@ def check_refresh_schedule(value: str, option: str = "--refresh_schedule") -> No
 
 def check_refresh_device(value: str, option: str = "--refresh_device") -> None:
     """Check that the index builder's device is `cpu`, `cuda` or `cuda:<n>`, and that CUDA exists when asked for."""
-    from .training.index_builder import refresh_resources
+    from .index_builder import refresh_resources
 
     try:
         refresh_resources("cpu", device=value)

@@ -4,13 +4,13 @@ Load it offline from the installed package:
 
 ```python
 import evaluate
-from realm_hf.metrics import EVALUATE_MODULE_PATH
+from realm_hf.evaluation import EVALUATE_MODULE_PATH
 
 metric = evaluate.load(EVALUATE_MODULE_PATH)
 metric.compute(predictions=["1889"], references=[["1889", "in 1889"]])  # {'exact_match': 100.0}
 ```
 
-The scoring itself lives in `realm_hf.metrics`; this file only adapts it to the `evaluate` interface.
+The scoring itself lives in `realm_hf.evaluation.metrics`; this file only adapts it to the `evaluate` interface.
 """
 
 from collections.abc import Sequence
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import datasets
 import evaluate
 
-from realm_hf.metrics import evaluate_predictions
+from realm_hf.evaluation.metrics import evaluate_predictions
 
 
 _CITATION = """\

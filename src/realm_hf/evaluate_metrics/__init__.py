@@ -1,1 +1,0 @@
-"""Local `evaluate` metric modules shipped with realm_hf (load them with `evaluate.load(path)`)."""

@@ -1,1 +1,0 @@
-"""The `realm_open_qa` evaluate metric; load it with `evaluate.load(realm_hf.metrics.EVALUATE_MODULE_PATH)`."""
