@@ -282,7 +282,9 @@ def write_markdown(results: dict, path: str) -> None:
         + (f"; over the seeds where full REALM did not collapse (not seed {', '.join(collapsed)}: a collapsed "
            "retriever leaves nothing for a row to take away, every row of such a seed is shown all the same)"
            if collapsed else "") + ". The index lag is how many steps the searched index was behind the retriever (refresh every 10 steps, "
-        "built in a background thread: the build time adds to the schedule).",
+        + ("each swapped in at the step that asks for it: refresh_max_staleness 0)."
+           if results["recipe"].get("refresh_max_staleness") == 0 else
+           "built in a background thread: the build time adds to the schedule)."),
         "",
     ]
     with open(path, "w", encoding="utf-8") as f:
