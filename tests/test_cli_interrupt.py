@@ -101,3 +101,14 @@ def test_ctrl_c_before_the_loop_names_the_checkpoint_of_the_config_output_dir(tm
         f"realm-hf pretrain: interrupted before the first step; last checkpoint {tmp_path / 'run' / 'checkpoint-3'}; "
         f"resume with: realm-hf pretrain --config {config} --resume_from_checkpoint latest"
     )
+
+
+def test_an_example_script_refuses_another_runs_output_dir_in_one_line(tmp_path):
+    """A refusal the trainer makes (not the argument parser) ends an example script as it ends `realm-hf`."""
+    (tmp_path / "trainer_state.json").write_text('{"step": 4}')  # another run's
+    argv = [sys.executable, EXAMPLE, *PRETRAIN[1:], "--output_dir", os.fspath(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=ENV, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = _lines(done.stderr)
+    assert lines[-1].startswith("pretrain.py: error: --output_dir ") and "holds another run" in lines[-1]
+    assert not any("Traceback" in line for line in lines)

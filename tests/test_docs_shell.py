@@ -13,7 +13,9 @@ Marks, in the line's comment or, for a whole block, in `<!-- shell: MARK -->` ri
 - `[needs-gpu]`: not run here;
 - `[needs-data]`: the real corpora and QA sets of docs/data.md, or files of your own: run, and it must stop with a
   non-zero status and one line on stderr (the error naming the option and the fix).
-Lines that would run for minutes are shortened by the flags of `SHORTER`, appended to them (later flags win).
+Lines that would run for minutes are shortened by the flags of `SHORTER`, appended to them (later flags win). The
+smoke runs appear on several pages, each writing its config's output_dir: after the first, each starts afresh there
+(`--overwrite_output_dir`, as a reader who reruns one must; without it the run is refused in one line).
 """
 
 from __future__ import annotations
@@ -34,13 +36,16 @@ from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture
 MARKS = ("long", "needs-gpu", "needs-data")
 BLOCK = re.compile(r"(?:<!--\s*shell:\s*([\w, -]+?)\s*-->\n)?^```(?:bash|sh|shell)[^\n]*\n(.*?)^```", re.M | re.S)
 SHORTER = {
-    "realm-hf pretrain --config examples/configs/cpu-tiny.yaml": ["--max_steps", "2", "--max_articles", "10"],
+    "realm-hf pretrain --config examples/configs/cpu-tiny.yaml": [
+        "--max_steps", "2", "--max_articles", "10", "--overwrite_output_dir"],
     "examples/pretrain.py --config examples/configs/cpu-tiny.yaml": ["--max_steps", "2", "--max_articles", "10"],
     "realm-hf build-index --corpus embedded": ["--max-articles", "20"],
-    "realm-hf ict --config examples/configs/ict-cpu-tiny.yaml": ["--max_steps", "2", "--max_articles", "10"],
-    "realm-hf mlm --config examples/configs/wiki-tiny-mlm.yaml": ["--max_steps", "2", "--max_articles", "10"],
+    "realm-hf ict --config examples/configs/ict-cpu-tiny.yaml": [
+        "--max_steps", "2", "--max_articles", "10", "--overwrite_output_dir"],
+    "realm-hf mlm --config examples/configs/wiki-tiny-mlm.yaml": [
+        "--max_steps", "2", "--max_articles", "10", "--overwrite_output_dir"],
     "realm-hf finetune --config examples/configs/openqa-cpu-tiny.yaml": [
-        "--max_steps", "1", "--max_articles", "20", "--max_eval_questions", "2"],
+        "--max_steps", "1", "--max_articles", "20", "--max_eval_questions", "2", "--overwrite_output_dir"],
     "realm-hf evaluate --model outputs/openqa-tiny/final": ["--max_questions", "2"],
 }
 """Flags appended to the lines that start with these words: the same job, seconds instead of minutes."""

@@ -141,11 +141,17 @@ def run_example(command: str, job: Callable[[list[str]], object]) -> int:
         job (`Callable`): Its entry point ([`realm_hf.training.entry_points.ENTRY_POINTS`]).
 
     Returns:
-        `int`: the exit status (0, or 130 when interrupted).
+        `int`: the exit status (0; 2 when a setting is refused, in one line, as `realm-hf` refuses it; 130 when
+        interrupted).
     """
+    from ..utils.options import UsageError
+
     argv = sys.argv[1:]
     try:
         job(argv)
     except KeyboardInterrupt as interrupt:
         return report_interrupt(argv, command, argv, interrupt, program=("python", sys.argv[0]))
+    except UsageError as refused:
+        print(f"{os.path.basename(sys.argv[0])}: error: {refused}", file=sys.stderr)
+        return 2
     return 0
