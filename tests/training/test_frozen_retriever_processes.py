@@ -24,7 +24,7 @@ def arguments(output: Path) -> list[str]:
     # a gate that cannot open: the retriever is frozen for all 4 steps
     return [
         "--config", str(REPO / "examples" / "configs" / "cpu-tiny.yaml"), "--output_dir", str(output),
-        "--max_articles", "8", "--reading_warmup_steps", "0", "--retriever_gate_utility", "100",
+        "--max_articles", "8", "--reading_warmup_steps", "0", "--retriever_gate_utility", "10",
         "--retriever_gate_window", "2", "--max_steps", "4", "--save_steps", "4", "--report_to", "none",
     ]
 

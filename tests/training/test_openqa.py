@@ -255,7 +255,7 @@ def test_rehearsed_reading_questions_are_read_with_their_evidence_beside_the_ret
 
 def test_max_rehearsal_questions_must_be_positive(tmp_path, data):
     corpus, qa = data
-    with pytest.raises(ValueError, match="max_rehearsal_questions must be positive or unset, got 0"):
+    with pytest.raises(ValueError, match="--max_rehearsal_questions 0 cannot be right: it must be at least 1"):
         make_trainer(tmp_path / "run", corpus, qa, max_steps=1, rehearsal_file=qa, max_rehearsal_questions=0)
 
 
