@@ -40,7 +40,10 @@ def test_ctrl_c_during_pretraining_prints_where_it_stopped_and_how_to_resume(tmp
         argv, name, program = realm_hf_argv(*PRETRAIN, "--output_dir", str(output)), "realm-hf pretrain", ["realm-hf", "pretrain"]
     else:
         argv, name, program = [sys.executable, EXAMPLE, *PRETRAIN[1:], "--output_dir", str(output)], "pretrain.py", ["python", EXAMPLE]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    # the child gets SIGINT's default action, as from a terminal: a child inherits an ignored SIGINT, and some test
+    # earlier in the session leaves the pytest process ignoring it
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 240
         while not (output / "checkpoint-2" / "trainer_state.json").is_file():  # a step was logged and saved

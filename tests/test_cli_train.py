@@ -176,5 +176,7 @@ def test_the_example_scripts_call_the_same_entry_points(script, entry_point, mon
     monkeypatch.setattr("realm_hf.training." + entry_point, fake)
     monkeypatch.setattr(entry_points, entry_point, fake)
     monkeypatch.setattr(sys, "argv", [script, "--config", "x.yaml"])
-    runpy.run_path(os.path.join(EXAMPLES, script), run_name="__main__")
-    assert calls == [((), {})]  # the script passes nothing: the entry point reads sys.argv
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(os.path.join(EXAMPLES, script), run_name="__main__")
+    assert exited.value.code == 0
+    assert calls == [((["--config", "x.yaml"],), {})]  # the script's own command line, as `realm-hf <job>` passes it
