@@ -130,13 +130,15 @@ class PretrainingIndexMixin:
         build = ShardedRealmIndex.build if self.shards_index and not whole else RealmIndex.build
         return build(
             # ranks embed shards of unequal size: under ZeRO-3 each one embeds with a whole copy of the retriever
-            self.blocks, whole_copy(self.accelerator, self.retriever), tokenizer=self.tokenizer, index_type=index_type or self.corpus_args.index_type,
+            self.blocks, whole_copy(self.accelerator, self.retriever), tokenizer=self.tokenizer,
+            index_type=index_type or self.corpus_args.index_type,
             batch_size=self.corpus_args.embed_batch_size,
             dtype=autocast_dtype(self.corpus_args.embed_dtype), step=step, device=self.accelerator.device,
         )
 
     def _doc_tower_snapshot(self) -> dict[str, torch.Tensor]:
-        """The document tower's weights for a refresh, on the CPU (every rank together under ZeRO-3)."""
+        """The document tower's weights for a refresh, which the refresher copies to the CPU as it takes them (every
+        rank together under ZeRO-3)."""
         return whole_state_dict(self.accelerator, self.retriever.document_embedder)
 
     def _swap_refreshed_index(self, step: int, refresh: bool, request: bool = True) -> str | None:

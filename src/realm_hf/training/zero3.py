@@ -61,8 +61,11 @@ def whole_parameters(accelerator: Accelerator, module: nn.Module) -> Iterator[nn
 
 
 def whole_state_dict(accelerator: Accelerator, module: nn.Module) -> dict[str, torch.Tensor]:
-    """A CPU copy of the module's whole state dict (a collective under ZeRO-3), e.g. the snapshot of the document
-    tower that the index refresher embeds the corpus with."""
+    """The module's whole state dict, e.g. for the snapshot of the document tower that the index refresher embeds the
+    corpus with: without ZeRO-3 the module's own tensors (the next optimizer step changes them: copy what you keep, as
+    the refresher does at once), under it a CPU copy of the gathered weights (a collective)."""
+    if not is_partitioned(accelerator):
+        return module.state_dict()
     with whole_parameters(accelerator, module):
         return {name: tensor.detach().to("cpu", copy=True) for name, tensor in module.state_dict().items()}
 
