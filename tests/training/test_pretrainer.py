@@ -241,17 +241,72 @@ def test_index_versions_share_the_corpus_files_and_another_corpus_in_the_output_
         )
 
 
-def test_reading_warmup_with_another_pretraining_corpus_is_refused(tmp_path):
+def test_reading_steps_with_another_pretraining_corpus_read_sentences_of_the_knowledge_corpus(tmp_path):
     corpus = tmp_path / "x.jsonl"
-    corpus.write_text(json.dumps({"id": "1", "title": "T", "text": "Paris is in France. It rains in London."}) + "\n")
-    loop = LoopArguments(output_dir=str(tmp_path / "out"), max_steps=1, report_to="none")
-    with pytest.raises(ValueError, match="reading_warmup_steps=5 needs X = Z"):
-        RealmPretrainer(
-            loop, ModelArguments(random_init=True),
-            CorpusArguments(corpus="embedded", max_articles=4, block_length=64, query_max_length=32,
-                            joined_max_length=96, embed_dtype="float32", pretraining_corpus=str(corpus)),
-            PretrainingArguments(num_candidates=4, reading_warmup_steps=5, refresh_mode="thread"),
-        )
+    news = ["Paris is the capital of France.", "It rains in London in November.", "Berlin hosted the games."]
+    corpus.write_text("".join(json.dumps({"id": str(i), "title": "News", "text": t}) + "\n" for i, t in enumerate(news)))
+    loop = LoopArguments(output_dir=str(tmp_path / "out"), max_steps=4, per_device_batch_size=2, report_to="none",
+                         logging_steps=1, save_steps=0)
+    trainer = RealmPretrainer(
+        loop, ModelArguments(random_init=True),
+        CorpusArguments(corpus="embedded", max_articles=4, block_length=64, query_max_length=32,
+                        joined_max_length=96, embed_dtype="float32", pretraining_corpus=str(corpus)),
+        PretrainingArguments(num_candidates=4, refresh_mode="thread", refresh_schedule="0", eval_mlm_examples=0,
+                             reading_warmup_steps=1, reading_replay_every=2),
+    )
+    assert not trainer.x_is_z and set(trainer.train_examples["source_block_id"]) == {-1}  # X: no block of Z
+    z_sentences = trainer.reading_examples
+    assert len(z_sentences) > 4 and all(0 <= i < len(trainer.blocks) for i in z_sentences["source_block_id"])
+    # reading steps 0 (warm-up) and 2 (replay) read the next sentences of Z in a seeded order, each with its own block
+    first, second = trainer.reading_batch(0, 2), trainer.reading_batch(2, 2)
+    assert [e["source_block_id"] for e in first + second] == [
+        z_sentences[int(i)]["source_block_id"] for i in trainer._reading_order[:4]
+    ]
+    batch, null_index = trainer.retrieve_and_collate(first, include_source_block=True)
+    assert null_index is None and batch["candidate_block_ids"][:, 0].tolist() == [e["source_block_id"] for e in first]
+    history = trainer.train()
+    assert [("retrieved_distinct" in r) for r in history if "loss" in r] == [False, True, False, True]
+
+
+def test_reading_replay_reads_the_own_block_every_nth_step_with_the_retriever_idle(tmp_path, caplog):
+    trainer = make_trainer(tmp_path, max_steps=5, refresh="0", logging_steps=1, reading_warmup_steps=1,
+                           reading_replay_every=2)
+    # 0-based steps: 0 warm-up; after it every 2nd step reads (2 and 4), 1 and 3 are REALM's
+    assert [trainer.is_reading_step(step) for step in range(7)] == [True, False, True, False, True, False, True]
+    assert [trainer.retriever_learns(step) for step in range(5)] == [False, True, False, True, False]
+    retriever_after, encoder_after = [], []
+    original = trainer.on_step_end
+
+    def snapshot(step):
+        retriever_after.append(_retriever_state(trainer))
+        encoder_after.append({k: v.clone() for k, v in trainer.unwrapped_model().encoder.state_dict().items()})
+        return original(step)
+
+    trainer.on_step_end = snapshot
+    with caplog.at_level("INFO", logger="realm_hf"):
+        history = trainer.train()
+
+    def changed(states, step):  # whether the 1-based `step` changed the weights
+        return any(not torch.equal(states[step - 2][k], states[step - 1][k]) for k in states[0])
+
+    assert [changed(retriever_after, step) for step in (2, 3, 4, 5)] == [True, False, True, False]
+    assert all(changed(encoder_after, step) for step in (2, 3, 4, 5))
+    # REALM's steps retrieve (and log their diversity); the reading steps read the own block alone
+    assert [("retrieved_distinct" in r) for r in history if "loss" in r] == [False, True, False, True, False]
+    statuses = [r.getMessage().split(" | ")[-1] for r in caplog.records if r.getMessage().startswith("step ")]
+    assert statuses == ["retriever: frozen (reading_warmup_steps: until step 1)", "retriever: learning",
+                        "retriever: idle (a reading step, reading_replay_every=2)", "retriever: learning",
+                        "retriever: idle (a reading step, reading_replay_every=2)"]
+    assert ("The retriever learned in 2 of 5 steps; frozen until step 1 by reading_warmup_steps. 2 steps were reading "
+            "steps (reading_replay_every=2)") in caplog.text
+    with open(tmp_path / "trainer_state.json") as f:
+        record = json.load(f)["retriever_learning"]
+    assert (record["steps_learning"], record["steps_replayed"], record["steps_total"]) == (2, 2, 5)
+
+
+def test_reading_replay_at_every_step_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="reading_replay_every=1 makes every step a reading step"):
+        make_trainer(tmp_path, max_steps=2, reading_replay_every=1)
 
 
 def test_no_refresh_is_built_while_the_retriever_is_frozen(tmp_path):

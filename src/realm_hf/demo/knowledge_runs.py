@@ -262,6 +262,7 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
         retriever_gate_utility=None if frozen else recipe.get("retriever_gate_utility"),
         retriever_gate_window=recipe.get("retriever_gate_window", 10),
         retriever_learning_rate=recipe.get("retriever_learning_rate"),
+        reading_replay_every=recipe.get("reading_replay_every", 0),
         **overrides,
     )
     started = time.time()

@@ -146,7 +146,10 @@ class PretrainingArguments:
     )
     mask_source_blocks: int | None = field(
         default=None,
-        metadata={"help": "With X = Z: mask the sentences of a seeded sample of N blocks (default: all blocks)."},
+        metadata={
+            "help": "Mask the sentences of a seeded sample of N blocks of Z (default: all blocks): X's sentences when "
+            "X = Z; with another pre-training corpus, the sentences read at the reading steps."
+        },
     )
     num_candidates: int = field(default=8, metadata={"help": "Documents per sentence, the null document included."})
     use_null_document: bool = field(default=True, metadata={"help": "Add the null document to every candidate set."})
@@ -212,11 +215,21 @@ class PretrainingArguments:
     reading_warmup_steps: int = field(
         default=0,
         metadata={
-            "help": "Steps of reading warm-up at the start (X = Z only): each sentence's own block, which REALM "
-            "excludes, is its only candidate instead (no null document), and the retriever is frozen, so the "
-            "encoder learns to read a block that holds the masked fact before the retriever learns from p(y|z,x). "
+            "help": "Steps of reading warm-up at the start: each sentence's own block, which REALM excludes, is its "
+            "only candidate instead (no null document), and the retriever is frozen, so the encoder learns to read a "
+            "block that holds the masked fact before the retriever learns from p(y|z,x). With another pre-training "
+            "corpus (X != Z) these steps read sentences of Z (mask_source_blocks of them) instead of X's. "
             "Without it the retriever's gradient p(z|y,x) - p(z|x) is noise that it fits: held-out retrieval "
             "collapses (docs/experiments.md)."
+        },
+    )
+    reading_replay_every: int = field(
+        default=0,
+        metadata={
+            "help": "After the reading warm-up, every N-th step is a reading step again: a batch of Z's sentences, each "
+            "with its own block as the only candidate, the retriever idle at that step. While the retriever "
+            "still finds little, REALM's steps teach the encoder to lean on the null document and it forgets how to "
+            "read; the replay keeps it reading (benchmarks/results/collapse.md). 0: never."
         },
     )
     retriever_freeze_steps: int = field(

@@ -17,6 +17,7 @@ import logging
 import os
 
 import datasets
+import numpy as np
 import torch
 from torch import nn
 from transformers import AutoTokenizer
@@ -99,12 +100,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     ):
         from .loop import make_accelerator
 
-        if pretraining_args.reading_warmup_steps and corpus_args.pretraining_corpus is not None:
+        if pretraining_args.reading_replay_every == 1:
             raise ValueError(
-                f"reading_warmup_steps={pretraining_args.reading_warmup_steps} needs X = Z (each sentence's own block "
-                f"is its candidate), but pretraining_corpus={corpus_args.pretraining_corpus!r} is another corpus. "
-                "Run the warm-up on the knowledge corpus first (no pretraining_corpus), then pre-train from its "
-                "final/encoder with reading_warmup_steps=0."
+                "reading_replay_every=1 makes every step a reading step, so the retriever never learns. Use 2 or more "
+                "(every N-th step reads), or 0 (no replay)."
             )
         if pretraining_args.retriever_gate_utility is not None and not pretraining_args.use_null_document:
             raise ValueError(
@@ -116,6 +115,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         accelerator = make_accelerator(
             loop_args,
             find_unused_parameters=pretraining_args.reading_warmup_steps > 0
+            or pretraining_args.reading_replay_every > 0
             or pretraining_args.retriever_gate_utility is not None,
         )
         corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
@@ -145,6 +145,11 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         with accelerator.main_process_first():
             data = prepare_pretraining_data(self.tokenizer, corpus_args, pretraining_args, loop_args.seed, tagger)
         self.blocks, self.x_is_z, masked = data.blocks, data.x_is_z, data.masked
+        # X != Z: the sentences of Z read at the reading steps, in a seeded order (X = Z reads the step's own batch)
+        self.reading_examples = None if self.x_is_z else data.reading
+        self._reading_order = (
+            np.random.default_rng(loop_args.seed).permutation(len(data.reading)) if self.reading_examples is not None else None
+        )
         held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
         self.train_examples = split["train"] if split else masked
@@ -172,6 +177,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             gate_utility=pretraining_args.retriever_gate_utility, gate_window=pretraining_args.retriever_gate_window,
             freeze_steps=pretraining_args.retriever_freeze_steps,
             reading_warmup_steps=pretraining_args.reading_warmup_steps,
+            reading_replay_every=pretraining_args.reading_replay_every,
             frozen_by=self._retriever_frozen_by(),
         )
         self._prepare_index(work)
@@ -210,8 +216,19 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
 
     def retriever_learns(self, step: int) -> bool:
         """Whether the retriever learns at `step` (0-based: the step being taken). It does not during the reading
-        warm-up and `retriever_freeze_steps`, nor, with `retriever_gate_utility`, before the gate opens."""
-        return self.retriever_start_step is not None and step >= self.retriever_start_step
+        warm-up and `retriever_freeze_steps`, nor, with `retriever_gate_utility`, before the gate opens, nor at the
+        reading steps of `reading_replay_every`."""
+        started = self.retriever_start_step is not None and step >= self.retriever_start_step
+        return started and not self.is_reading_step(step)
+
+    def is_reading_step(self, step: int) -> bool:
+        """Whether `step` (0-based) reads each sentence's own block alone: a step of the reading warm-up, or, with
+        `reading_replay_every` N, every N-th step after it."""
+        args = self.pretraining_args
+        if step < args.reading_warmup_steps:
+            return True
+        every = args.reading_replay_every
+        return every > 0 and (step - args.reading_warmup_steps) % every == every - 1
 
     def _update_utility_gate(self, step: int) -> dict[str, float]:
         """After `step` steps: record the step's reading utility of the top block (averaged over processes) and open
@@ -245,7 +262,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     def on_step_end(self, step: int) -> dict[str, float]:
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
         gate_logs = self._update_utility_gate(step)
-        self.retriever_learning.record_step(step, self.retriever_learns(step - 1))
+        replay = step - 1 >= self.pretraining_args.reading_warmup_steps and self.is_reading_step(step - 1)
+        self.retriever_learning.record_step(step, self.retriever_learns(step - 1), replay=replay)
         diversity, self._step_diversity = self._step_diversity, []
         collapse = self.retriever_learning.observe_retrieval(step, sum(diversity) / len(diversity)) if diversity else None
         if collapse is not None and self.accelerator.is_main_process:
@@ -253,7 +271,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate); none
         # is requested at the last step (the final rebuild replaces it), where a finished one is still swapped in
         last = step >= self.args.max_steps
-        swapped = self._swap_refreshed_index(step, refresh=self.retriever_learns(step - 1), request=not last)
+        started = self.retriever_start_step is not None and step - 1 >= self.retriever_start_step
+        swapped = self._swap_refreshed_index(step, refresh=started, request=not last)
         logs: dict[str, float] = {"index_step": float(self.index.step or 0), **gate_logs}
         logs["retriever_learning"] = float(self.retriever_learning.learning)  # at the step just taken
         if swapped is not None and self.refresher is not None and self.refresher.stats:
@@ -312,11 +331,11 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         warm-up) it is the only candidate instead (no ∅), so that the encoder's whole gradient goes to reading it."""
         index = self.index if index is None else index
         exclude = None
-        if self.x_is_z:
+        if self.x_is_z or include_source_block:
             exclude = [[int(e["source_block_id"])] if int(e.get("source_block_id", -1)) >= 0 else [] for e in examples]
         if include_source_block:
-            if exclude is None or not all(exclude):
-                raise ValueError("The reading warm-up needs the source block of every sentence (X = Z).")
+            if not all(exclude):
+                raise ValueError("A reading step needs the source block of every sentence (sentences of Z).")
             block_ids = torch.tensor([source[:1] for source in exclude], dtype=torch.long)  # [B, 1]
             # the source block alone: the encoder's whole gradient goes to reading
             return self._collate(examples, block_ids, index, self.reading_collator)
@@ -352,8 +371,24 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             return []
         return list(self.retriever.parameters())
 
+    def reading_batch(self, step: int, size: int) -> list[dict]:
+        """The sentences of Z that reading step `step` (0-based) reads when X is another corpus: the next `size` of a
+        seeded order, a different slice on each process, a function of the step alone (a resumed run reads on
+        where it stopped)."""
+        args = self.pretraining_args
+        if step < args.reading_warmup_steps:
+            number = step
+        else:  # the replay steps after the warm-up, counted on from it
+            number = args.reading_warmup_steps + (step - args.reading_warmup_steps) // args.reading_replay_every
+        start = (number * self.accelerator.num_processes + self.accelerator.process_index) * size
+        order = self._reading_order
+        rows = order[np.arange(start, start + size) % len(order)]
+        return [self.reading_examples[int(row)] for row in rows]
+
     def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
-        reading_warmup = self.step < self.pretraining_args.reading_warmup_steps
+        reading_warmup = self.is_reading_step(self.step)
+        if reading_warmup and self.reading_examples is not None:  # X != Z: Z's own sentences instead of X's
+            examples = self.reading_batch(self.step, len(examples))
         batch, null_index = self.retrieve_and_collate(examples, include_source_block=reading_warmup)
         # while the retriever is frozen its backward pass is work for nothing; several processes run it anyway (DDP
         # expects every rank to reduce the same gradients) and `frozen_parameters` drops the result

@@ -15,6 +15,7 @@ blocks differ (another corpus slice, block length or tokenizer).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -40,11 +41,14 @@ _MASK_AGAIN = "it is damaged or cut short (an interrupted write or copy?): delet
 
 @dataclass
 class PretrainingData:
-    """The blocks of Z (`block_id`, `input_ids`, ...), the masked sentences X and whether X is drawn from Z."""
+    """The blocks of Z (`block_id`, `input_ids`, ...), the masked sentences X, whether X is drawn from Z, and the
+    sentences of Z read with their own block at the reading steps (`reading`: X itself when X = Z; Z's own masked
+    sentences when X is another corpus and the run has reading steps; else None)."""
 
     blocks: datasets.Dataset
     masked: datasets.Dataset
     x_is_z: bool
+    reading: datasets.Dataset | None = None
 
 
 def blocks_checksum(blocks: datasets.Dataset) -> str:
@@ -88,7 +92,8 @@ def mask_sentences(
 ) -> datasets.Dataset:
     r"""
     The masked sentences X: from `pretraining_corpus` when given, else from the blocks of Z (all of them, or a seeded
-    sample of `mask_source_blocks`), masked by `pretraining_args.masking` ([`build_masked_dataset`]).
+    sample of `mask_source_blocks`), masked by `pretraining_args.masking` ([`build_masked_dataset`]). Z's own sentences
+    read at the reading steps of an X != Z run are these of a `corpus_args` without `pretraining_corpus`.
     """
     if corpus_args.pretraining_corpus is not None:
         source = load_corpus_articles(corpus_args.pretraining_corpus, corpus_args.max_pretraining_articles)
@@ -196,4 +201,10 @@ def prepare_pretraining_data(
         masked = load_masked_sentences(pretraining_args.masked_sentences, blocks, x_is_z, expected)
     else:
         masked = mask_sentences(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger)
-    return PretrainingData(blocks, masked, x_is_z)
+    reading = masked if x_is_z else None
+    if not x_is_z and (pretraining_args.reading_warmup_steps or pretraining_args.reading_replay_every):
+        # the reading steps read Z's own sentences (each with its source block), whatever X is
+        logger.info("Masking sentences of the knowledge corpus for the reading steps (X is another corpus)")
+        z_only = dataclasses.replace(corpus_args, pretraining_corpus=None)
+        reading = mask_sentences(tokenizer, blocks, z_only, pretraining_args, seed, tagger)
+    return PretrainingData(blocks, masked, x_is_z, reading)

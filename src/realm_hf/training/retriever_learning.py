@@ -68,6 +68,8 @@ class RetrieverLearningTracker:
             `retriever_freeze_steps`: the retriever is frozen during the first `freeze_steps` steps.
         reading_warmup_steps (`int`, *optional*, defaults to 0):
             `reading_warmup_steps`: the retriever is frozen during the reading warm-up.
+        reading_replay_every (`int`, *optional*, defaults to 0):
+            `reading_replay_every`: every N-th step after the warm-up reads the own block, the retriever idle.
         frozen_by (`str`, *optional*):
             The setting that keeps the retriever from ever learning: `"retriever_learning_rate=0"`,
             `"learning_rate=0"` or `"requires_grad=False"`; None when there is none.
@@ -79,15 +81,19 @@ class RetrieverLearningTracker:
         gate_window: int = 1,
         freeze_steps: int = 0,
         reading_warmup_steps: int = 0,
+        reading_replay_every: int = 0,
         frozen_by: str | None = None,
     ):
         self.gate_utility = gate_utility
         self.gate_window = gate_window
         self.freeze_steps = freeze_steps
         self.reading_warmup_steps = reading_warmup_steps
+        self.reading_replay_every = reading_replay_every
         self.frozen_by = frozen_by
         self.steps_learning = 0
         self.steps_total = 0
+        self.steps_replayed = 0  # reading steps of reading_replay_every, at which the retriever is idle by design
+        self.replaying = False  # the last recorded step was one
         self.gate_opened_at_step: int | None = None
         self.reason_frozen: str | None = None  # the knob that held the retriever at its last frozen step
         self.highest_utility: float | None = None  # highest gate mean over a full window
@@ -110,10 +116,16 @@ class RetrieverLearningTracker:
         """The gate opened after `step` steps: the retriever learns from step `step + 1`."""
         self.gate_opened_at_step = step
 
-    def record_step(self, step: int, learning: bool) -> None:
-        """Step `step` (1-based) was taken with the retriever learning (`learning`, by the schedule) or frozen."""
-        self.learning = learning and self.frozen_by is None
+    def record_step(self, step: int, learning: bool, replay: bool = False) -> None:
+        """Step `step` (1-based) was taken with the retriever learning (`learning`, by the schedule) or frozen, or was
+        a reading step of `reading_replay_every` (`replay`: the retriever idle at it by design, not held frozen)."""
         self.steps_total = step
+        self.replaying = replay
+        if replay:
+            self.learning = False
+            self.steps_replayed += 1
+            return
+        self.learning = learning and self.frozen_by is None
         if self.learning:
             self.steps_learning += 1
         else:
@@ -164,6 +176,8 @@ class RetrieverLearningTracker:
         """One short line on the last recorded step, e.g. `"retriever: frozen (gate: utility 0.05 < 0.2)"`."""
         if self.learning:
             return "retriever: learning"
+        if self.replaying:
+            return f"retriever: idle (a reading step, reading_replay_every={self.reading_replay_every})"
         knob = self.reason_frozen
         if knob in ("reading_warmup_steps", "retriever_freeze_steps"):
             until = self.reading_warmup_steps if knob == "reading_warmup_steps" else self.freeze_steps
@@ -221,6 +235,15 @@ class RetrieverLearningTracker:
         return logging.WARNING, f"{line} {self._collapse_line()} ({still}). {_COLLAPSE_FIX}"
 
     def _learning_summary(self) -> tuple[int, str]:
+        level, line = self._schedule_summary()
+        if self.steps_replayed:
+            line += (
+                f" {self.steps_replayed} steps were reading steps (reading_replay_every={self.reading_replay_every}): "
+                "each sentence read its own block, the retriever idle."
+            )
+        return level, line
+
+    def _schedule_summary(self) -> tuple[int, str]:
         total, learned = self.steps_total, self.steps_learning
         opened = (
             f"the gate (retriever_gate_utility={self.gate_utility}) opened after step {self.gate_opened_at_step}"
@@ -237,15 +260,25 @@ class RetrieverLearningTracker:
             )
         if total > 0 and learned < LOW_LEARNING_FRACTION * total:
             knob = self.reason_frozen or "retriever_gate_utility"
-            held = opened or f"{knob} held it frozen until step {total - learned}"
+            held = opened or f"{knob} held it frozen until step {self._frozen_until(knob)}"
             return logging.WARNING, (
                 f"The retriever learned in only {learned} of {total} steps ({learned / total:.0%}): {held}. REALM's "
                 f"retriever learns only from the masked-LM signal: {_FIXES[knob]}."
             )
         if learned < total and self.reason_frozen is not None:
-            held = opened or f"frozen until step {total - learned} by {self.reason_frozen}"
+            held = opened or f"frozen until step {self._frozen_until(self.reason_frozen)} by {self.reason_frozen}"
             return logging.INFO, f"The retriever learned in {learned} of {total} steps; {held}."
         return logging.INFO, f"The retriever learned in {learned} of {total} steps."
+
+    def _frozen_until(self, knob: str) -> int:
+        """The last step (1-based) at which `knob` held the retriever frozen."""
+        if knob == "retriever_freeze_steps":
+            return self.freeze_steps
+        if knob == "reading_warmup_steps":
+            return self.reading_warmup_steps
+        if self.gate_opened_at_step is not None:
+            return self.gate_opened_at_step
+        return self.steps_total - self.steps_learning - self.steps_replayed  # frozen from the start, replays aside
 
     def _cause(self, knob: str) -> str:
         if knob == "retriever_gate_utility":
@@ -265,6 +298,7 @@ class RetrieverLearningTracker:
         return {
             "steps_learning": self.steps_learning,
             "steps_total": self.steps_total,
+            "steps_replayed": self.steps_replayed,
             "gate_opened_at_step": self.gate_opened_at_step,
             "reason_frozen": self.reason_frozen,
             "highest_gate_utility": self.highest_utility,
@@ -277,6 +311,7 @@ class RetrieverLearningTracker:
         """Continue the counts of a checkpoint's record (a resumed run counts on, it does not restart from 0)."""
         self.steps_learning = int(state.get("steps_learning", 0))
         self.steps_total = int(state.get("steps_total", 0))
+        self.steps_replayed = int(state.get("steps_replayed", 0))
         self.gate_opened_at_step = state.get("gate_opened_at_step")
         self.reason_frozen = state.get("reason_frozen")
         self.highest_utility = state.get("highest_gate_utility")
