@@ -255,12 +255,13 @@ def test_reading_steps_with_another_pretraining_corpus_read_sentences_of_the_kno
                              reading_warmup_steps=1, reading_replay_every=2),
     )
     assert not trainer.x_is_z and set(trainer.train_examples["source_block_id"]) == {-1}  # X: no block of Z
-    z_sentences = trainer.reading_examples
+    z_sentences = trainer.reading.sentences_of_z
     assert len(z_sentences) > 4 and all(0 <= i < len(trainer.blocks) for i in z_sentences["source_block_id"])
     # reading steps 0 (warm-up) and 2 (replay) read the next sentences of Z in a seeded order, each with its own block
-    first, second = trainer.reading_batch(0, 2), trainer.reading_batch(2, 2)
+    x_batch = [trainer.train_examples[0], trainer.train_examples[1]]
+    first, second = trainer.reading.examples(0, x_batch), trainer.reading.examples(2, x_batch)
     assert [e["source_block_id"] for e in first + second] == [
-        z_sentences[int(i)]["source_block_id"] for i in trainer._reading_order[:4]
+        z_sentences[int(i)]["source_block_id"] for i in trainer.reading.order[:4]
     ]
     batch, null_index = trainer.retrieve_and_collate(first, include_source_block=True)
     assert null_index is None and batch["candidate_block_ids"][:, 0].tolist() == [e["source_block_id"] for e in first]

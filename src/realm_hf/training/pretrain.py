@@ -17,7 +17,6 @@ import logging
 import os
 
 import datasets
-import numpy as np
 import torch
 from torch import nn
 from transformers import AutoTokenizer
@@ -33,6 +32,7 @@ from ..utils.precision import resolve_embed_dtype
 from .pretrain_evaluation import held_out_sentence_figures, zero_shot_recall
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
+from .reading_steps import ReadingSchedule
 from .retriever_learning import RetrieverLearningTracker, retrieval_diversity
 from .zero3 import whole_copy
 
@@ -100,11 +100,6 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     ):
         from .loop import make_accelerator
 
-        if pretraining_args.reading_replay_every == 1:
-            raise ValueError(
-                "reading_replay_every=1 makes every step a reading step, so the retriever never learns. Use 2 or more "
-                "(every N-th step reads), or 0 (no replay)."
-            )
         if pretraining_args.retriever_gate_utility is not None and not pretraining_args.use_null_document:
             raise ValueError(
                 f"retriever_gate_utility={pretraining_args.retriever_gate_utility} measures reading against the null "
@@ -145,10 +140,9 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         with accelerator.main_process_first():
             data = prepare_pretraining_data(self.tokenizer, corpus_args, pretraining_args, loop_args.seed, tagger)
         self.blocks, self.x_is_z, masked = data.blocks, data.x_is_z, data.masked
-        # X != Z: the sentences of Z read at the reading steps, in a seeded order (X = Z reads the step's own batch)
-        self.reading_examples = None if self.x_is_z else data.reading
-        self._reading_order = (
-            np.random.default_rng(loop_args.seed).permutation(len(data.reading)) if self.reading_examples is not None else None
+        self.reading = ReadingSchedule(
+            pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every,
+            None if self.x_is_z else data.reading, loop_args.seed, accelerator.num_processes, accelerator.process_index,
         )
         held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
@@ -222,13 +216,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         return started and not self.is_reading_step(step)
 
     def is_reading_step(self, step: int) -> bool:
-        """Whether `step` (0-based) reads each sentence's own block alone: a step of the reading warm-up, or, with
-        `reading_replay_every` N, every N-th step after it."""
-        args = self.pretraining_args
-        if step < args.reading_warmup_steps:
-            return True
-        every = args.reading_replay_every
-        return every > 0 and (step - args.reading_warmup_steps) % every == every - 1
+        """Whether `step` (0-based) reads each sentence's own block alone ([`ReadingSchedule`])."""
+        return self.reading.is_reading_step(step)
 
     def _update_utility_gate(self, step: int) -> dict[str, float]:
         """After `step` steps: record the step's reading utility of the top block (averaged over processes) and open
@@ -262,8 +251,9 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     def on_step_end(self, step: int) -> dict[str, float]:
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
         gate_logs = self._update_utility_gate(step)
-        replay = step - 1 >= self.pretraining_args.reading_warmup_steps and self.is_reading_step(step - 1)
-        self.retriever_learning.record_step(step, self.retriever_learns(step - 1), replay=replay)
+        self.retriever_learning.record_step(
+            step, self.retriever_learns(step - 1), replay=self.reading.is_replay_step(step - 1)
+        )
         diversity, self._step_diversity = self._step_diversity, []
         collapse = self.retriever_learning.observe_retrieval(step, sum(diversity) / len(diversity)) if diversity else None
         if collapse is not None and self.accelerator.is_main_process:
@@ -371,24 +361,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             return []
         return list(self.retriever.parameters())
 
-    def reading_batch(self, step: int, size: int) -> list[dict]:
-        """The sentences of Z that reading step `step` (0-based) reads when X is another corpus: the next `size` of a
-        seeded order, a different slice on each process, a function of the step alone (a resumed run reads on
-        where it stopped)."""
-        args = self.pretraining_args
-        if step < args.reading_warmup_steps:
-            number = step
-        else:  # the replay steps after the warm-up, counted on from it
-            number = args.reading_warmup_steps + (step - args.reading_warmup_steps) // args.reading_replay_every
-        start = (number * self.accelerator.num_processes + self.accelerator.process_index) * size
-        order = self._reading_order
-        rows = order[np.arange(start, start + size) % len(order)]
-        return [self.reading_examples[int(row)] for row in rows]
-
     def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
         reading_warmup = self.is_reading_step(self.step)
-        if reading_warmup and self.reading_examples is not None:  # X != Z: Z's own sentences instead of X's
-            examples = self.reading_batch(self.step, len(examples))
+        if reading_warmup:  # X != Z: Z's own sentences instead of X's
+            examples = self.reading.examples(self.step, examples)
         batch, null_index = self.retrieve_and_collate(examples, include_source_block=reading_warmup)
         # while the retriever is frozen its backward pass is work for nothing; several processes run it anyway (DDP
         # expects every rank to reduce the same gradients) and `frozen_parameters` drops the result

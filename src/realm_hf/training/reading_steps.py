@@ -1,0 +1,84 @@
+"""The reading steps of REALM pre-training: which steps read each sentence's own block alone, and what they read.
+
+A reading step gives each masked sentence the block it came from as its only candidate (no null document, no
+retrieval) and leaves the retriever idle: the encoder learns, or keeps, reading a block that holds the masked fact.
+The first `reading_warmup_steps` are reading steps (the warm-up); with `reading_replay_every` N, so is every N-th
+step after them (the replay: without it, REALM's first steps with a poor retriever teach the encoder to lean on the
+null document, and it forgets how to read, benchmarks/results/collapse.md).
+
+With X = Z a reading step reads the step's own batch. With another pre-training corpus X's sentences have no block
+in Z, so the reading steps read sentences of Z instead, in a seeded order that depends on the step alone (a resumed
+run reads on where it stopped), a different slice on each process.
+"""
+
+from __future__ import annotations
+
+import datasets
+import numpy as np
+
+
+class ReadingSchedule:
+    r"""
+    Which steps are reading steps, and the sentences of Z they read when X is another corpus.
+
+    Args:
+        warmup_steps (`int`): `reading_warmup_steps`.
+        replay_every (`int`): `reading_replay_every` (0: no replay; 1 is refused, the retriever would never learn).
+        sentences_of_z (`datasets.Dataset`, *optional*): Masked sentences of Z with `source_block_id`, read at the
+            reading steps when X is another corpus; None when X = Z (the step's own batch is read).
+        seed (`int`, *optional*, defaults to 0): Seed of the order in which `sentences_of_z` are read.
+        num_processes (`int`, *optional*, defaults to 1), process_index (`int`, *optional*, defaults to 0):
+            Each process reads its own slice.
+
+    Raises:
+        `ValueError`: when `replay_every` is 1.
+    """
+
+    def __init__(
+        self,
+        warmup_steps: int,
+        replay_every: int,
+        sentences_of_z: datasets.Dataset | None = None,
+        seed: int = 0,
+        num_processes: int = 1,
+        process_index: int = 0,
+    ):
+        if replay_every == 1:
+            raise ValueError(
+                "reading_replay_every=1 makes every step a reading step, so the retriever never learns. Use 2 or more "
+                "(every N-th step reads), or 0 (no replay)."
+            )
+        self.warmup_steps, self.replay_every = warmup_steps, replay_every
+        self.sentences_of_z = sentences_of_z
+        self.order = np.random.default_rng(seed).permutation(len(sentences_of_z)) if sentences_of_z is not None else None
+        self.num_processes, self.process_index = num_processes, process_index
+
+    @property
+    def any(self) -> bool:
+        """Whether the run has reading steps at all."""
+        return self.warmup_steps > 0 or self.replay_every > 0
+
+    def is_reading_step(self, step: int) -> bool:
+        """Whether `step` (0-based) is a reading step: one of the warm-up, or every `replay_every`-th after it."""
+        if step < self.warmup_steps:
+            return True
+        return self.is_replay_step(step)
+
+    def is_replay_step(self, step: int) -> bool:
+        """Whether `step` (0-based) is a reading step after the warm-up."""
+        every = self.replay_every
+        return step >= self.warmup_steps and every > 0 and (step - self.warmup_steps) % every == every - 1
+
+    def examples(self, step: int, batch: list[dict]) -> list[dict]:
+        """What reading step `step` (0-based) reads: its own `batch` when X = Z, else the next `len(batch)`
+        sentences of Z in the seeded order (the reading steps counted from the first)."""
+        if self.sentences_of_z is None:
+            return batch
+        if step < self.warmup_steps:
+            number = step
+        else:  # the replay steps after the warm-up, counted on from it
+            number = self.warmup_steps + (step - self.warmup_steps) // self.replay_every
+        size = len(batch)
+        start = (number * self.num_processes + self.process_index) * size
+        rows = self.order[np.arange(start, start + size) % len(self.order)]
+        return [self.sentences_of_z[int(row)] for row in rows]

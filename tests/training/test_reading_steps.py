@@ -1,0 +1,47 @@
+"""Which steps of pre-training are reading steps, and what they read when X is another corpus."""
+
+import datasets
+import pytest
+
+from realm_hf.training.reading_steps import ReadingSchedule
+
+
+def _sentences(count: int) -> datasets.Dataset:
+    return datasets.Dataset.from_dict({"input_ids": [[i] for i in range(count)], "source_block_id": list(range(count))})
+
+
+def test_the_warm_up_then_every_nth_step_reads():
+    schedule = ReadingSchedule(warmup_steps=2, replay_every=3)
+    assert [schedule.is_reading_step(step) for step in range(9)] == [True, True, False, False, True, False, False,
+                                                                      True, False]
+    assert [schedule.is_replay_step(step) for step in range(9)] == [False, False, False, False, True, False, False,
+                                                                     True, False]
+    assert ReadingSchedule(0, 0).any is False and ReadingSchedule(0, 2).any and ReadingSchedule(3, 0).any
+
+
+def test_x_is_z_reads_the_steps_own_batch():
+    batch = [{"input_ids": [5], "source_block_id": 7}]
+    assert ReadingSchedule(1, 2).examples(0, batch) is batch
+
+
+def test_x_not_z_reads_sentences_of_z_in_a_seeded_order_each_process_its_own_slice():
+    sentences = _sentences(10)
+    ranks = [ReadingSchedule(2, 2, sentences, seed=3, num_processes=2, process_index=p) for p in (0, 1)]
+    batch = [{}, {}]
+
+    def read(schedule, step):
+        return [e["source_block_id"] for e in schedule.examples(step, batch)]
+
+    order = [int(i) for i in ranks[0].order]
+    assert sorted(order) == list(range(10)) and order == [int(i) for i in ranks[1].order]  # the same seeded order
+    # reading steps 0, 1 (warm-up) and 3, 5 (replay) are reading steps number 0, 1, 2, 3; rank p reads slice 2n + p
+    assert read(ranks[0], 0) == order[0:2] and read(ranks[1], 0) == order[2:4]
+    assert read(ranks[0], 1) == order[4:6] and read(ranks[1], 1) == order[6:8]
+    assert read(ranks[0], 3) == order[8:10] and read(ranks[1], 3) == order[0:2]  # wraps around Z's sentences
+    assert read(ranks[0], 5) == order[2:4]
+    assert read(ReadingSchedule(2, 2, sentences, seed=4), 0) != order[0:2]  # another seed, another order
+
+
+def test_a_replay_at_every_step_is_refused():
+    with pytest.raises(ValueError, match="reading_replay_every=1 makes every step a reading step"):
+        ReadingSchedule(0, 1)
