@@ -33,6 +33,7 @@ from ..utils.precision import resolve_embed_dtype
 from .pretrain_evaluation import held_out_sentence_figures, zero_shot_recall
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
+from .pretraining_record import pretraining_record
 from .retriever_learning import RetrieverLearningTracker, retrieval_diversity
 from .zero3 import whole_copy
 
@@ -154,6 +155,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
         self.train_examples = split["train"] if split else masked
         self.eval_examples = split["test"] if split else eval_examples
+        given = eval_examples is not None  # evaluation sentences handed to the trainer: none of X is held out
+        self.data_record = data.record(corpus_args, len(self.train_examples), None if given else held_out)
+        self._arguments = (loop_args, model_args, corpus_args, pretraining_args)
+        self._reproducible = tagger is None and not given  # no command line passes these
         logger.info("%d blocks, %d masked training sentences", len(self.blocks), len(self.train_examples))
 
         self.collator, self.reading_collator = (
@@ -301,10 +306,13 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
 
     def on_train_end(self) -> dict:
         """Sum up how long the retriever learned (a warning when it never did, or hardly); the record goes into
-        `<output_dir>/trainer_state.json`."""
+        `<output_dir>/trainer_state.json` with what a model card shows ([`pretraining_record`])."""
+        level, summary, record = pretraining_record(
+            self.retriever_learning, self.data_record, self._arguments, self._reproducible
+        )
         if self.accelerator.is_main_process:
-            logger.log(*self.retriever_learning.summary())
-        return {"retriever_learning": self.retriever_learning.state_dict()}
+            logger.log(level, summary)
+        return record
 
     # ------------------------------------------------------------------------------------------------- step
     def embed_sentences(self, examples: list[dict]) -> torch.Tensor:
