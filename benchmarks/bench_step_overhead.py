@@ -281,7 +281,7 @@ def instrument_pretrainer(trainer, timer: PhaseTimer) -> None:
     trainer._collate = timer.wrap(
         "rows -> dicts, to device", trainer._collate, subtract=("block fetch (get_blocks)", "collation")
     )
-    trainer._retrieval_logs = timer.wrap("step logs (.item)", trainer._retrieval_logs)
+    trainer.retrieval_logs = timer.wrap("step logs (.item)", trainer.retrieval_logs)
     training_step = trainer.training_step
 
     def step(examples):

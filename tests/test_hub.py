@@ -22,11 +22,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, ModelCard
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, ModelCard
 from transformers import AutoConfig, AutoModel
 from transformers import pipeline as transformers_pipeline
 
 import markdown_blocks
+from hub_helpers import FakeHub, added, install_fake_hub
 import realm_hf
 import realm_hf.hub
 from realm_hf import RealmForOpenQA, RealmForOpenQAConfig
@@ -106,46 +107,9 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-class FakeHub:
-    """Records `create_repo` / `create_commit` calls and keeps a copy of every uploaded file."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.repos: list[dict] = []
-        self.commits: list[dict] = []
-        self.uploads = tmp_path / "uploads"
-
-    def create_repo(self, api, repo_id, **kwargs):
-        self.repos.append({"repo_id": repo_id, **kwargs})
-        return f"https://huggingface.co/{repo_id}"
-
-    def create_commit(self, api, repo_id, operations, **kwargs):
-        operations = list(operations)
-        oid = f"{len(self.commits) + 2:x}" * 40
-        folder = self.uploads / f"{len(self.commits)}"
-        for op in operations:
-            if isinstance(op, CommitOperationAdd):
-                target = folder / op.path_in_repo
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(op.path_or_fileobj, target)
-        self.commits.append({"repo_id": repo_id, "operations": operations, "folder": folder, "oid": oid, **kwargs})
-        return CommitInfo(
-            commit_url=f"https://huggingface.co/{repo_id}/commit/{oid}", commit_message=kwargs["commit_message"],
-            commit_description="", oid=oid,
-        )
-
-
 @pytest.fixture
 def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
-    hub = FakeHub(tmp_path)
-    monkeypatch.setattr(HfApi, "create_repo", lambda api, repo_id, **kw: hub.create_repo(api, repo_id, **kw))
-    monkeypatch.setattr(
-        HfApi, "create_commit", lambda api, repo_id, ops, **kw: hub.create_commit(api, repo_id, ops, **kw)
-    )
-    return hub
-
-
-def added(commit: dict) -> dict[str, CommitOperationAdd]:
-    return {op.path_in_repo: op for op in commit["operations"] if isinstance(op, CommitOperationAdd)}
+    return install_fake_hub(tmp_path, monkeypatch)
 
 
 # ------------------------------------------------------------------------------------------ download path
@@ -455,7 +419,9 @@ def test_publish_a_pretraining_run_loads_back_by_subfolder(tmp_path, hub_cache, 
         "README.md", "encoder/config.json", "encoder/model.safetensors", "retriever/config.json",
         "retriever/model.safetensors",
     ]
-    assert "| Knowledge corpus (Z) | tiny corpus |" in result.card
+    # no training files next to it: the card names Z as told, and says nothing of X
+    assert "- **Z, the knowledge corpus** (the blocks retrieved; the index): tiny corpus.\n" in result.card
+    assert "X ≠ Z" not in result.card and "X = Z" not in result.card and "realm-hf pretrain" not in result.card
     populate_cache(hub_cache, "org/realm-pre-tiny", commit["folder"], commit=commit["oid"])
     loaded = AutoModel.from_pretrained("org/realm-pre-tiny", subfolder="retriever")
     assert isinstance(loaded, realm_hf.RealmRetriever)
@@ -560,13 +526,23 @@ def test_pretrained_card_reads_training_details_from_the_trainer_files(tmp_path)
         {"corpus": "cc-news", "masking": "salient_span", "refresh_schedule": "500", "num_candidates": 8,
          "use_null_document": True, "max_steps": 1000}
     ))
+    (final.parent / "trainer_state.json").write_text(json.dumps(
+        {"step": 1000, "command": ["realm-hf", "pretrain", "--output_dir", "runs/cc news", "--corpus", "cc-news"]}
+    ))
     card = render_model_card("pretrained", training_dir=final, model_id="org/realm-cc-news", model_layout="pretrained")
     text = str(card)
-    for row in ("| Knowledge corpus (Z) | cc-news |", "| Masking | salient_span |", "| Optimizer steps | 1000 |",
+    for row in ("- **X = Z**: `cc-news`.", "| Masking | salient_span |", "| Optimizer steps | 1000 |",
                 "| Index refresh schedule (steps) | 500 |", "| Mean index staleness (steps) | 25.0 |",
-                "| Index refreshes swapped in | 2 |", 'subfolder="retriever"'):
+                "| Index refreshes swapped in | 2 |", 'subfolder="retriever"',
+                "At step 1000:",
+                "| `zero_shot_recall@5` | zero-shot Recall@5 of the eval_qa_file questions (%) | 25.5 |",
+                "```bash\nrealm-hf pretrain \\\n    --output_dir 'runs/cc news' \\\n    --corpus cc-news\n```"):
         assert row in text
     assert ModelCard(text).data.pipeline_tag == "fill-mask"
+    # a name for X is refused for a run that had none (X = Z), in one line that says what to do
+    with pytest.raises(ValueError, match=r"^pretraining_corpus='CC-News' names a pre-training corpus X, but this run "
+                                         r"masked the sentences of its knowledge corpus \(X = Z[^\n]*--corpus\)\.$"):
+        render_model_card("pretrained", training_dir=final, model_layout="pretrained", pretraining_corpus="CC-News")
 
 
 # ------------------------------------------------------------------------------------------ trust_remote_code

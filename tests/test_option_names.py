@@ -132,3 +132,23 @@ def test_a_value_out_of_its_limits_on_the_command_line_is_one_line_with_a_workin
     with pytest.raises(SystemExit):
         parse_command_line(PRETRAIN_ARGUMENTS, ["--config", CPU_TINY, "--retriever_gate_utility", "100"])
     assert "--retriever_gate_utility 100.0 cannot be right: it must be between -10 and 10" in capsys.readouterr().err
+
+
+def test_the_command_line_of_recorded_settings_parses_back_to_them():
+    """What a model card shows as "the command that made it" (realm_hf.hub.pretraining_command)."""
+    from realm_hf.training.argument_parsing import command_line
+
+    recorded = {
+        "output_dir": "runs/news x", "max_steps": 4, "learning_rate": 1e-05, "use_null_document": False,
+        "random_init": True, "pretraining_corpus": "data/news.jsonl", "projection_size": 128, "save_total_limit": None,
+        "refresh_schedule": "0", "not_an_option": 1,
+    }
+    argv = command_line(PRETRAIN_ARGUMENTS, recorded)
+    assert argv == [
+        "--output_dir", "runs/news x", "--max_steps", "4", "--learning_rate", "1e-05", "--random_init", "True",
+        "--pretraining_corpus", "data/news.jsonl", "--use_null_document", "False", "--refresh_schedule", "0",
+    ]  # the fields in order, the defaults (projection_size 128) and None left out
+    parsed = {name: value for args in parse_arguments(PRETRAIN_ARGUMENTS, argv) for name, value in vars(args).items()}
+    assert {name: parsed[name] for name in recorded if name != "not_an_option"} == {
+        **{name: value for name, value in recorded.items() if name != "not_an_option"}, "save_total_limit": 2,
+    }

@@ -66,3 +66,27 @@ def test_knowledge_encoder_from_packaged_minilm_ties_decoder():
 
     bert = BertModel.from_pretrained(packaged_minilm_path())
     assert torch.equal(encoder.bert.encoder.layer[3].output.dense.weight, bert.encoder.layer[3].output.dense.weight)
+
+
+def test_a_pretraining_checkpoint_gives_its_parts_without_subfolder_and_refuses_other_models(tmp_path, tiny_bert):
+    """The layout RealmPretrainer.save_model writes (retriever/, encoder/, a copy of the encoder's config on top)."""
+    retriever, encoder = build("retriever", tiny_bert), build("encoder", tiny_bert)
+    retriever.save_pretrained(tmp_path / "retriever")
+    encoder.save_pretrained(tmp_path / "encoder")
+    encoder.config.save_pretrained(tmp_path)
+    for model, loaded in (
+        (retriever, RealmRetriever.from_pretrained(tmp_path)),
+        (encoder, RealmKnowledgeEncoder.from_pretrained(tmp_path)),
+        (encoder, AutoModel.from_pretrained(tmp_path)),  # the top-level config names the encoder
+    ):
+        assert type(loaded) is type(model)
+        assert all(torch.equal(tensor, model.state_dict()[key]) for key, tensor in loaded.state_dict().items())
+    for model_class in (RealmForOpenQA, RealmReader):
+        with pytest.raises(ValueError) as refused:
+            model_class.from_pretrained(tmp_path)
+        message = str(refused.value)
+        assert "\n" not in message and message.startswith(f"{str(tmp_path)!r} is a REALM pre-training checkpoint")
+        assert f"holds no {model_class.__name__}" in message and f"realm-hf finetune --model {tmp_path} " in message
+    # a model directory of its own is read as before, whatever folders it also holds
+    encoder.save_pretrained(tmp_path)
+    assert isinstance(RealmKnowledgeEncoder.from_pretrained(tmp_path), RealmKnowledgeEncoder)

@@ -267,6 +267,18 @@ def test_reading_steps_with_another_pretraining_corpus_read_sentences_of_the_kno
     assert null_index is None and batch["candidate_block_ids"][:, 0].tolist() == [e["source_block_id"] for e in first]
     history = trainer.train()
     assert [("retrieved_distinct" in r) for r in history if "loss" in r] == [False, True, False, True]
+    # what a model card names: X (3 articles) and Z (its blocks), and the sentences of Z the reading steps read
+    with open(tmp_path / "out" / "trainer_state.json") as f:
+        state = json.load(f)
+    command, data = state["command"], state["data"]
+    assert command[:4] == ["realm-hf", "pretrain", "--output_dir", str(tmp_path / "out")]
+    assert command[command.index("--pretraining_corpus") + 1] == str(corpus) and "--reading_replay_every" in command
+    assert data == {
+        "x_is_z": False, "knowledge_corpus": "embedded", "knowledge_corpus_blocks": len(trainer.blocks),
+        "pretraining_corpus": str(corpus), "pretraining_articles": 3, "masked_sentences": len(trainer.train_examples),
+        "training_sentences": len(trainer.train_examples), "held_out_sentences": 0,
+        "reading_sentences": len(z_sentences),
+    }
 
 
 def test_reading_replay_reads_the_own_block_every_nth_step_with_the_retriever_idle(tmp_path, caplog):
@@ -301,8 +313,12 @@ def test_reading_replay_reads_the_own_block_every_nth_step_with_the_retriever_id
     assert ("The retriever learned in 2 of 5 steps; frozen until step 1 by reading_warmup_steps. 2 steps were reading "
             "steps (reading_replay_every=2)") in caplog.text
     with open(tmp_path / "trainer_state.json") as f:
-        record = json.load(f)["retriever_learning"]
+        state = json.load(f)
+    record = state["retriever_learning"]
     assert (record["steps_learning"], record["steps_replayed"], record["steps_total"]) == (2, 2, 5)
+    assert state["retriever_learning_summary"].startswith("The retriever learned in 2 of 5 steps")
+    assert state["data"]["x_is_z"] and state["data"]["pretraining_corpus"] is None
+    assert state["data"]["pretraining_articles"] is None and state["data"]["reading_sentences"] is None
 
 
 def test_reading_replay_at_every_step_is_refused(tmp_path):

@@ -23,7 +23,9 @@ def add_parser(subparsers) -> None:
                         help="Pair the model with an index built by another doc tower (records its fingerprint).")
     parser.add_argument("--remote-code", action="store_true", help="Also make the repo loadable with trust_remote_code=True.")
     parser.add_argument("--base-model", default=None, help="Hub id of the checkpoint this model was trained from (card).")
-    parser.add_argument("--corpus", default=None, help="Name of the knowledge corpus (card).")
+    parser.add_argument("--corpus", default=None, help="Name of the knowledge corpus Z (card).")
+    parser.add_argument("--pretraining-corpus", default=None,
+                        help="Name of the pre-training corpus X of a pre-training run, when it is another corpus (card).")
     parser.add_argument("--license", default=None, help="License of the model (card metadata).")
     parser.add_argument("--card-output", default=None, help="Also write the rendered card here (e.g. model_cards/NAME.md).")
     parser.add_argument("--dry-run", action="store_true", help="Render and stage everything, push nothing.")
@@ -40,7 +42,8 @@ def run(args: argparse.Namespace) -> None:
         if value is not None and not os.path.exists(value):
             raise UsageError(f"--{option.replace('_', '-')} {value!r}: no such file or directory.")
     facts = {key: value for key, value in (
-        ("base_model", args.base_model), ("corpus", args.corpus), ("license", args.license),
+        ("base_model", args.base_model), ("corpus", args.corpus), ("pretraining_corpus", args.pretraining_corpus),
+        ("license", args.license),
     ) if value is not None}
     result = publish(
         args.model_dir, args.repo_id, index_repo_id=args.index_repo_id, eval_results=args.eval_results,

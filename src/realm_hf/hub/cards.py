@@ -13,7 +13,7 @@ from ..index.manifest import IndexManifest
 from ..utils.slicing import split_slice
 from ..utils.files import read_json_file
 from .bundles import BLOCK_SHARD_PATTERN
-from .training_facts import collect_training_facts, round_metric
+from .training_facts import collect_training_facts, format_command, round_metric
 
 
 __all__ = ["CARD_KINDS", "TEMPLATES_DIR", "load_eval_results", "render_model_card"]
@@ -48,6 +48,77 @@ REALM_BIBTEX = """@inproceedings{guu2020realm,
   eprint    = {2002.08909},
   archivePrefix = {arXiv}
 }"""
+
+
+PRETRAINING_FIGURES = {
+    "mlm_accuracy_with_retrieval": "masked-token accuracy, marginal over the retrieved blocks and ∅ (%)",
+    "mlm_accuracy_null_document": "masked-token accuracy reading the null document only, i.e. no retrieval (%)",
+    "mlm_accuracy_source_block": "masked-token accuracy reading the sentence's own block alone (%)",
+    "mlm_accuracy_gold_document": "masked-token accuracy reading the gold block alone (%)",
+    "gold_top1": "fraction of sentences whose gold block is retrieved first",
+    "gold_prior_mass": "mean p(gold block | x) among the candidates",
+    "gold_posterior_mass": "mean p(gold block | x, y) among the candidates",
+    "zero_shot_recall@5": "zero-shot Recall@5 of the eval_qa_file questions (%)",
+}
+"""What the held-out figures of REALM pre-training (`eval/*` of its history) measure, for the card."""
+
+
+def _pretraining_corpora(
+    training: Mapping[str, Any], args: Mapping[str, Any], manifest: Mapping[str, Any] | None, facts: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """X and Z of a pre-training run for the card: the run's record (`trainer_state.json` "data"), else its arguments
+    and its index manifest; names given to the card (`corpus`, `pretraining_corpus`) shown before the recorded paths.
+    None when nothing names Z."""
+    data = training.get("data") or {}
+
+    def named(name: str | None, recorded: str | None) -> str | None:
+        if name and recorded and name != recorded:
+            return f"{name} (`{recorded}`)"
+        return name or (f"`{recorded}`" if recorded else None)
+
+    z = named(facts.get("corpus"), data.get("knowledge_corpus") or args.get("corpus"))
+    if z is None:
+        return None
+    x_recorded = data.get("pretraining_corpus") if data else args.get("pretraining_corpus")
+    if data:
+        x_is_z = bool(data.get("x_is_z"))
+    else:
+        x_is_z = None if not args else x_recorded is None
+    return {
+        "x_is_z": x_is_z,
+        "z": z,
+        "z_blocks": data.get("knowledge_corpus_blocks") or (manifest or {}).get("num_blocks"),
+        "block_length": args.get("block_length"),
+        "x": named(facts.get("pretraining_corpus"), x_recorded),
+        "x_articles": data.get("pretraining_articles"),
+        "sentences": data.get("masked_sentences"),
+        "training": data.get("training_sentences"),
+        "held_out": data.get("held_out_sentences"),
+        "reading": data.get("reading_sentences"),
+    }
+
+
+def _check_pretraining_corpus_name(
+    name: str | None, kind: str, layout: str | None, training: Mapping[str, Any], args: Mapping[str, Any]
+) -> None:
+    """Refuse a name for the pre-training corpus X that the card cannot show: of another kind of model, or of a run
+    whose sentences came from its knowledge corpus (X = Z)."""
+    if name is None:
+        return
+    fix = "leave it out (`realm-hf publish`: --pretraining-corpus)"
+    if kind != "pretrained" or layout != "pretrained":
+        raise ValueError(
+            f"pretraining_corpus={name!r} names the pre-training corpus X of a REALM pre-training run's final/ "
+            f"(retriever/ + encoder/), but this card is of a {layout or kind!r} model; {fix}."
+        )
+    data = training.get("data") or {}
+    x_is_z = data.get("x_is_z") if data else (args.get("pretraining_corpus") is None if args else None)
+    if x_is_z:
+        raise ValueError(
+            f"pretraining_corpus={name!r} names a pre-training corpus X, but this run masked the sentences of its "
+            f"knowledge corpus (X = Z: no pretraining_corpus in its training_args.json); {fix}, and name the "
+            "knowledge corpus with corpus= (--corpus)."
+        )
 
 
 def _size_category(num: int) -> str:
@@ -175,8 +246,11 @@ def render_model_card(
         training_dir (`str`, *optional*): The saved model directory; training details are read from the trainer's
             files there (see [`collect_training_facts`]).
         **facts: Anything the template shows; the common ones: `model_id` / `repo_id`, `base_model`, `license`,
-            `language`, `index_repo_id`, `index_revision`, `corpus`, `training` (overrides of collected facts),
-            `manifest` ([`IndexManifest`] or dict, for `"index"`), `model_repo_id` (for `"index"`).
+            `language`, `index_repo_id`, `index_revision`, `corpus` (the name of the knowledge corpus Z),
+            `pretraining_corpus` (the name of the pre-training corpus X), `training` (overrides of collected facts),
+            `manifest` ([`IndexManifest`] or dict, for `"index"`), `model_repo_id` (for `"index"`), `model_layout`
+            (`"pretrained"` for a pre-training run's `retriever/` + `encoder/`: its card names X and Z with their
+            counts, the figures the run recorded and the `realm-hf pretrain` command of its settings).
 
     Returns:
         `huggingface_hub.ModelCard` (or `DatasetCard` for `"index"`): `str(card)` is the README; `card.data` its
@@ -229,9 +303,14 @@ def render_model_card(
         facts.setdefault("eval_source", os.path.basename(os.fspath(eval_results)))
     if manifest is not None:
         facts.setdefault("embedding_size", manifest["dim"])
+    _check_pretraining_corpus_name(facts.get("pretraining_corpus"), kind, facts.get("model_layout"), training, args)
+    if kind == "pretrained" and facts.get("model_layout") == "pretrained":
+        facts.setdefault("corpora", _pretraining_corpora(training, args, manifest, facts))
+        facts.setdefault("command", format_command(training["command"]) if training.get("command") else None)
     template = _card_environment().get_template(CARD_KINDS[kind])
     content = template.render(
         card_data=data.to_yaml(), model_id=model_id, kind=kind, results=results, training=training, args=args,
-        manifest=manifest, license=license_, language=language, bibtex=REALM_BIBTEX, **facts,
+        manifest=manifest, license=license_, language=language, bibtex=REALM_BIBTEX,
+        figure_names=PRETRAINING_FIGURES, **facts,
     )
     return card_cls(content)

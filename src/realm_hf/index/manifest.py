@@ -37,7 +37,8 @@ DAMAGED_INDEX_HINT = (
 """What to do about an unreadable file of an index directory (the end of an `UnreadableFileError`)."""
 
 
-def _package_version() -> str:
+def package_version() -> str:
+    """The installed realm_hf's version (`"unknown"` for a source tree that is not installed)."""
     try:
         return metadata.version("realm_hf")
     except metadata.PackageNotFoundError:  # running from a source tree that is not installed
@@ -178,7 +179,7 @@ class IndexManifest:
         if self.created_at is None:
             self.created_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         if self.realm_hf_version is None:
-            self.realm_hf_version = _package_version()
+            self.realm_hf_version = package_version()
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Write the manifest as indented JSON."""

@@ -15,6 +15,7 @@ from transformers.models.bert.modeling_bert import BertEmbeddings, BertLMPredict
 
 from ..utils.files import MODEL_FILE_HINT, reading_model_files
 from ..utils.quiet import quiet_checkpoint_io, without_load_report
+from .checkpoint_layout import is_pretraining_checkpoint, not_a_part_error, pretraining_checkpoint_part
 
 logger = logging.getLogger(__name__)
 _reported_without_mlm_head: set[str] = set()
@@ -33,6 +34,10 @@ class RealmPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
     _supports_attention_backend = True
+    pretraining_checkpoint_folder: str | None = None
+    """The folder of a REALM pre-training checkpoint that holds this model (`"retriever"`, `"encoder"`): given such a
+    checkpoint and no `subfolder`, `from_pretrained` reads that folder. None: a pre-training checkpoint holds no such
+    model, and `from_pretrained` refuses one in a line that says how to get it (see `realm_hf.modeling.checkpoint_layout`)."""
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike | None, *model_args, **kwargs):
@@ -44,7 +49,17 @@ class RealmPreTrainedModel(PreTrainedModel):
         the revision, as `AutoModel` and `pipeline` do; `None` for a local directory), so that the index folder of
         the same repo is read at that revision too (`realm_hf.pipelines.index_loading`). A damaged file of a local
         directory (a cut `model.safetensors`, a broken `config.json`) is named in an `UnreadableFileError`.
+
+        Given a REALM pre-training checkpoint (`retriever/` + `encoder/`, a local directory or a Hub repo) and no
+        `subfolder`, a `RealmRetriever` or `RealmKnowledgeEncoder` is read from its folder; any other model is refused
+        with a `ValueError` that says how to get one (fine-tune the checkpoint).
         """
+        if not kwargs.get("subfolder") and pretrained_model_name_or_path is not None:
+            folder = cls.pretraining_checkpoint_folder
+            if folder is not None and pretraining_checkpoint_part(pretrained_model_name_or_path, folder, **kwargs):
+                kwargs["subfolder"] = folder
+            elif folder is None and is_pretraining_checkpoint(pretrained_model_name_or_path, **kwargs):
+                raise not_a_part_error(pretrained_model_name_or_path, cls.__name__)
         with quiet_checkpoint_io(), reading_model_files(pretrained_model_name_or_path, MODEL_FILE_HINT):
             loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading_info) with output_loading_info

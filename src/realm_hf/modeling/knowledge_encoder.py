@@ -61,6 +61,7 @@ class RealmKnowledgeEncoder(RealmPreTrainedModel):
 
     config: RealmKnowledgeEncoderConfig
     config_class = RealmKnowledgeEncoderConfig
+    pretraining_checkpoint_folder = "encoder"
     _tied_weights_keys = {
         "mlm_head.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
         "mlm_head.predictions.decoder.bias": "mlm_head.predictions.bias",

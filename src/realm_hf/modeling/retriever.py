@@ -93,6 +93,7 @@ class RealmRetriever(RealmPreTrainedModel):
 
     config: RealmRetrieverConfig
     config_class = RealmRetrieverConfig
+    pretraining_checkpoint_folder = "retriever"
 
     def __init__(self, config: RealmRetrieverConfig):
         super().__init__(config)

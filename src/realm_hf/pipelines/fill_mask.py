@@ -32,7 +32,9 @@ scores are the exact marginals of the whole span, the search is approximate (wid
 Loading: `pipeline("realm-fill-mask", model="<dir>")` with the pre-training output directory as saved (its top-level
 `config.json`, see `realm_hf.pipelines.masked_lm`), or `pipeline("realm-fill-mask", model="<dir>/encoder")` (the
 retriever and the index are found next to the encoder, in `<dir>/retriever` and `<dir>/index`), or
-`RealmFillMaskPipeline.from_pretrained(<dir>)`, or with everything explicit:
+`RealmFillMaskPipeline.from_pretrained(<dir>)`, or `pipeline("realm-fill-mask", model="org/realm-cc-news")` for the
+checkpoint published by `realm-hf publish` (its `retriever/` read from the same repo, its index from the dataset repo
+its config names: see `realm_hf.pipelines.checkpoint_parts`), or with everything explicit:
 `pipeline("realm-fill-mask", model=encoder, tokenizer=tokenizer, retriever=retriever, index=index)`.
 `pipeline("fill-mask", model="<dir>")` gives transformers' own pipeline the same marginal, mask by mask.
 """
@@ -55,80 +57,14 @@ from ._utils import (
     check_positive_int,
     check_text,
     encode_query,
-    load_tokenizer_from,
     resolve_call_index,
 )
-from ..index.manifest import MANIFEST_NAME
-from .index_loading import (
-    DEFAULT_INDEX_FOLDER,
-    FINGERPRINT_OPT_OUT,
-    check_index_fingerprint,
-    index_source,
-    load_index_for_model,
-)
+from .checkpoint_parts import FILL_MASK_TASK, checkpoint_source, find_index, find_retriever, find_tokenizer
+from .index_loading import FINGERPRINT_OPT_OUT, check_index_fingerprint, index_source
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search", "score_candidates"]
-
-FILL_MASK_TASK = "realm-fill-mask"
-
-
-def pretraining_dirs(encoder_path: str | None) -> list[str]:
-    """Directories that may hold `retriever/` and `index/`: the encoder's own, then its parent (the output dir)."""
-    if not encoder_path or not os.path.isdir(encoder_path):
-        return []
-    encoder_path = os.path.abspath(encoder_path)
-    return [encoder_path, os.path.dirname(encoder_path)]
-
-
-def find_retriever(retriever: Any, dirs: list[str]) -> tuple[RealmRetriever, str | None]:
-    """The retriever given (an instance or a directory), else `retriever/` in the first of `dirs` that has one."""
-    if isinstance(retriever, RealmRetriever):
-        return retriever, retriever.name_or_path or None
-    if retriever is not None:
-        path = os.fspath(retriever)
-        return RealmRetriever.from_pretrained(path), path
-    for directory in dirs:
-        path = os.path.join(directory, "retriever")
-        if os.path.isfile(os.path.join(path, "config.json")):
-            return RealmRetriever.from_pretrained(path), path
-    looked = ", ".join(os.path.join(d, "retriever") for d in dirs) or "nowhere (the encoder was built in memory)"
-    raise ValueError(
-        f"The {FILL_MASK_TASK!r} pipeline needs the REALM retriever: pass `retriever=` (a RealmRetriever or its "
-        f"directory). Looked in: {looked}."
-    )
-
-
-def find_index(
-    index: Any, dirs: list[str], expected_dim: int, expected_fingerprint: str | None = None,
-    trust_index_file: bool = False,
-) -> Any:
-    """The index given (an instance or a directory), else `index/` in the first of `dirs` that has one; refused
-    unless its manifest names `expected_fingerprint` (the retriever's document tower; `None`: not checked).
-    `trust_index_file`: see [`load_index_for_model`]."""
-    if index is not None:
-        loaded = load_index_for_model(None, None, index, expected_dim=expected_dim, trust_index_file=trust_index_file)
-        check_index_fingerprint(loaded, expected_fingerprint, index_source(index), FINGERPRINT_OPT_OUT)
-        return loaded
-    for directory in dirs:
-        if os.path.isfile(os.path.join(directory, DEFAULT_INDEX_FOLDER, MANIFEST_NAME)):
-            loaded = load_index_for_model(directory, None, expected_dim=expected_dim, trust_index_file=trust_index_file)
-            source = f"The index {os.path.join(directory, DEFAULT_INDEX_FOLDER)!r}"
-            check_index_fingerprint(loaded, expected_fingerprint, source, FINGERPRINT_OPT_OUT)
-            return loaded
-    looked = ", ".join(os.path.join(d, "index") for d in dirs) or "nowhere (the encoder was built in memory)"
-    raise FileNotFoundError(
-        f"The {FILL_MASK_TASK!r} pipeline needs the corpus index: pass `index=` (a RealmIndex or its directory). "
-        f"Looked in: {looked}."
-    )
-
-
-def find_tokenizer(dirs: list[str], retriever_dir: str | None) -> Any:
-    """The tokenizer saved with the checkpoint: in the encoder's directory, the retriever's or `<output dir>/encoder`."""
-    return load_tokenizer_from(
-        [*dirs[:1], retriever_dir, *(os.path.join(d, "encoder") for d in dirs[1:])], "REALM encoder"
-    )
 
 
 class RealmFillMaskPipeline(Pipeline):
@@ -180,10 +116,10 @@ class RealmFillMaskPipeline(Pipeline):
                 f"The {FILL_MASK_TASK!r} pipeline's model is a realm_hf RealmKnowledgeEncoder (the `encoder/` of a "
                 f"pre-training output directory), got {type(model).__name__}."
             )
-        dirs = pretraining_dirs(model.name_or_path or None)
-        retriever, retriever_dir = find_retriever(retriever, dirs)
+        source = checkpoint_source(model)
+        retriever, retriever_dir = find_retriever(retriever, source)
         if tokenizer is None:
-            tokenizer = find_tokenizer(dirs, retriever_dir)
+            tokenizer = find_tokenizer(source, retriever_dir)
         check_fast_tokenizer(tokenizer, type(self).__name__)
         if tokenizer.mask_token_id is None:
             raise ValueError("The tokenizer has no [MASK] token; pass the BERT tokenizer the encoder was trained with.")
@@ -195,7 +131,8 @@ class RealmFillMaskPipeline(Pipeline):
         )
         self._trust_index_file = bool(trust_index_file)
         self.index = find_index(
-            index, dirs, self.retriever.config.embedding_size, self._expected_fingerprint, self._trust_index_file
+            index, source, self.retriever.config.embedding_size, self._expected_fingerprint, self._trust_index_file,
+            config=model.config,
         )
         self._call_indexes: dict[str, Any] = {}
 

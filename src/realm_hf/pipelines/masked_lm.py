@@ -32,12 +32,12 @@ from ..configuration import RealmKnowledgeEncoderConfig
 from ..index.manifest import fingerprint_module
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from ..modeling.common import RealmPreTrainedModel
-from .fill_mask import find_index, find_retriever, find_tokenizer, pretraining_dirs, score_candidates
+from ..modeling.checkpoint_layout import pretraining_checkpoint_part
+from .checkpoint_parts import checkpoint_source, find_index, find_retriever, find_tokenizer
+from .fill_mask import score_candidates
 
 
 __all__ = ["RealmPretrainingEncoder", "RealmRetrievalAugmentedMaskedLM", "encoder_subfolder"]
-
-_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
 
 
 def encoder_subfolder(path: str | os.PathLike, subfolder: str = "") -> str:
@@ -49,10 +49,7 @@ def encoder_subfolder(path: str | os.PathLike, subfolder: str = "") -> str:
     path = os.fspath(path)
     if subfolder or not os.path.isdir(path):
         return subfolder
-    has_weights = any(os.path.isfile(os.path.join(path, name)) for name in _WEIGHT_FILES)
-    if not has_weights and os.path.isfile(os.path.join(path, "encoder", "config.json")):
-        return "encoder"
-    return subfolder
+    return "encoder" if pretraining_checkpoint_part(path, "encoder") else subfolder
 
 
 class RealmPretrainingEncoder:
@@ -123,11 +120,11 @@ class RealmRetrievalAugmentedMaskedLM(RealmPreTrainedModel):
         check_fingerprint = kwargs.pop("check_fingerprint", True)
         trust_index_file = kwargs.pop("trust_index_file", False)
         encoder = RealmPretrainingEncoder.from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        dirs = pretraining_dirs(encoder.name_or_path or None)
-        retriever, retriever_dir = find_retriever(None, dirs)
+        source = checkpoint_source(encoder)
+        retriever, retriever_dir = find_retriever(None, source)
         expected = fingerprint_module(retriever.document_embedder) if check_fingerprint else None
-        index = find_index(None, dirs, retriever.config.embedding_size, expected, trust_index_file)
-        model = cls(encoder.config, encoder, retriever, index, find_tokenizer(dirs, retriever_dir), num_blocks)
+        index = find_index(None, source, retriever.config.embedding_size, expected, trust_index_file, encoder.config)
+        model = cls(encoder.config, encoder, retriever, index, find_tokenizer(source, retriever_dir), num_blocks)
         return model.eval()
 
     def forward(

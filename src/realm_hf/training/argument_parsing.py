@@ -6,8 +6,10 @@ A config key or a flag that is not exactly an option is refused in one line nami
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from transformers import HfArgumentParser
 
@@ -15,7 +17,7 @@ from ..utils.files import read_yaml_file
 from ..utils.options import option_strings, refuse_unknown_arguments, unknown_option_error
 from ..utils.options import UsageError
 
-__all__ = ["parse_arguments"]
+__all__ = ["command_line", "parse_arguments"]
 
 
 def parse_arguments(
@@ -62,4 +64,38 @@ def _config_arguments(path: str, options: list[str], listing: str) -> list[str]:
             raise unknown_option_error(str(key), keys, source=f" (a key of {path})", listing=listing)
         if value is not None:
             args += [f"--{key}", str(value)]
+    return args
+
+
+def command_line(dataclass_types: tuple[type, ...], settings: Mapping[str, Any]) -> list[str]:
+    r"""
+    The command-line arguments that [`parse_arguments`] turns back into `settings` (the recorded values of a run, such
+    as its `training_args.json`): `--name value` for each field of `dataclass_types` whose recorded value differs from
+    its default (a required field always), in the order of the fields.
+
+    Names that are no field are left out, and so are `None` values, which a command line cannot write (nor a config
+    file: `key: null` is dropped); a field whose recorded value is `None` keeps its default when parsed.
+
+    Args:
+        dataclass_types (`tuple[type, ...]`): The argument dataclasses of the command (e.g. `realm-hf pretrain`'s).
+        settings (`Mapping[str, Any]`): Field name -> recorded value.
+
+    Returns:
+        `list[str]`: the arguments, e.g. `["--output_dir", "out", "--max_steps", "4", "--use_null_document", "False"]`.
+    """
+    args: list[str] = []
+    for dataclass_type in dataclass_types:
+        for field in dataclasses.fields(dataclass_type):
+            if field.name not in settings or settings[field.name] is None:
+                continue
+            value = settings[field.name]
+            if field.default is not dataclasses.MISSING:
+                default = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                default = field.default_factory()
+            else:
+                default = dataclasses.MISSING  # required: always written
+            if value == default and type(value) is type(default):
+                continue
+            args += [f"--{field.name}", str(value)]
     return args

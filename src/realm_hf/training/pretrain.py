@@ -29,9 +29,10 @@ from .arguments import CorpusArguments, LoopArguments, ModelArguments, Pretraini
 from .loop import TrainingLoop, as_examples, decay_parameter_groups
 from .models import load_models, pretraining_tokenizer_path
 from ..utils.precision import resolve_embed_dtype
-from .pretrain_evaluation import held_out_sentence_figures, zero_shot_recall
+from .pretrain_evaluation import held_out_sentence_figures, step_retrieval_logs, zero_shot_recall
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
+from .pretraining_record import pretraining_record
 from .reading_steps import ReadingSchedule
 from .retriever_learning import RetrieverLearningTracker, retrieval_diversity
 from .zero3 import whole_copy
@@ -140,14 +141,17 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         with accelerator.main_process_first():
             data = prepare_pretraining_data(self.tokenizer, corpus_args, pretraining_args, loop_args.seed, tagger)
         self.blocks, self.x_is_z, masked = data.blocks, data.x_is_z, data.masked
-        self.reading = ReadingSchedule(
-            pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every,
-            None if self.x_is_z else data.reading, loop_args.seed, accelerator.num_processes, accelerator.process_index,
-        )
+        self.reading = ReadingSchedule(pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every,
+                                       None if self.x_is_z else data.reading, loop_args.seed,
+                                       accelerator.num_processes, accelerator.process_index)
         held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
         self.train_examples = split["train"] if split else masked
         self.eval_examples = split["test"] if split else eval_examples
+        given = eval_examples is not None  # evaluation sentences handed to the trainer: none of X is held out
+        self.data_record = data.record(corpus_args, len(self.train_examples), None if given else held_out)
+        self._arguments = (loop_args, model_args, corpus_args, pretraining_args)
+        self._reproducible = tagger is None and not given  # no command line passes these
         logger.info("%d blocks, %d masked training sentences", len(self.blocks), len(self.train_examples))
 
         self.collator, self.reading_collator = (
@@ -291,10 +295,13 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
 
     def on_train_end(self) -> dict:
         """Sum up how long the retriever learned (a warning when it never did, or hardly); the record goes into
-        `<output_dir>/trainer_state.json`."""
+        `<output_dir>/trainer_state.json` with what a model card shows ([`pretraining_record`])."""
+        level, summary, record = pretraining_record(
+            self.retriever_learning, self.data_record, self._arguments, self._reproducible
+        )
         if self.accelerator.is_main_process:
-            logger.log(*self.retriever_learning.summary())
-        return {"retriever_learning": self.retriever_learning.state_dict()}
+            logger.log(level, summary)
+        return record
 
     # ------------------------------------------------------------------------------------------------- step
     def embed_sentences(self, examples: list[dict]) -> torch.Tensor:
@@ -372,7 +379,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         out = self.model(
             batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup
         )
-        logs = self._retrieval_logs(out, null_index)
+        logs = self.retrieval_logs(out, null_index)
         if not reading_warmup:  # ~1/B when every query retrieves the same blocks
             diversity = retrieval_diversity(self.last_retrieved_ids, len(self.blocks))
             self._step_diversity.append(diversity)
@@ -381,29 +388,11 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             self._step_utilities.append(float(logs["ru_top"]))  # the gate decides between steps: read it now
         return out.loss, logs
 
+    retrieval_logs = staticmethod(step_retrieval_logs)  # an attribute: benchmarks/bench_step_overhead.py times it
+
     def _gate_waiting(self) -> bool:
         """Whether the utility gate (`retriever_gate_utility`) has yet to open, and so needs each step's utility."""
         return self.pretraining_args.retriever_gate_utility is not None and self.retriever_start_step is None
-
-    @staticmethod
-    def _retrieval_logs(out, null_index: int | None) -> dict[str, torch.Tensor]:
-        """The step's figures as detached 0-d tensors: the loop reads them (`.item()`, a wait for the device) at its
-        logging steps only, so the step does not wait for the forward pass before its backward pass is queued."""
-        logs = {"log_likelihood": out.marginal_log_likelihood.detach().mean()}
-        if null_index is not None:
-            retrieved = [k for k in range(out.retrieval_log_probs.shape[1]) if k != null_index]
-            prior = out.retrieval_log_probs[:, retrieved].detach()  # [B, K-1]
-            top = prior.argmax(-1, keepdim=True)  # the retriever's favourite real document
-            utility = out.retrieval_utility[:, retrieved].detach()
-            logs.update(
-                {
-                    "ru_top": utility.gather(1, top).mean(),
-                    "ru_mean": utility.mean(),
-                    "null_prior_mass": out.retrieval_log_probs[:, null_index].detach().exp().mean(),
-                    "null_posterior_mass": out.posterior_log_probs[:, null_index].detach().exp().mean(),
-                }
-            )
-        return logs
 
     # ------------------------------------------------------------------------------------------- evaluation
     @torch.no_grad()

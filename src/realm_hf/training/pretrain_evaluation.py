@@ -1,6 +1,7 @@
-"""How REALM pre-training is doing, measured on held-out data: masked-token accuracy of held-out sentences (with
-retrieval, with the null document alone, and reading a given block alone), how the retriever ranks gold blocks, and
-zero-shot Recall@k of the retriever on QA pairs. [`RealmPretrainer.evaluate`] reports them."""
+"""How REALM pre-training is doing: each step's retrieval figures (reading utility, the null document's mass), and on
+held-out data masked-token accuracy of held-out sentences (with retrieval, with the null document alone, and reading
+a given block alone), how the retriever ranks gold blocks, and zero-shot Recall@k of the retriever on QA pairs.
+[`RealmPretrainer.evaluate`] reports the held-out ones."""
 
 from __future__ import annotations
 
@@ -16,7 +17,29 @@ from ..evaluation.answer_match import CorpusAnswerFinder
 from ..evaluation.metrics import recall_at_k
 from ..modeling import RealmRetriever
 
-__all__ = ["held_out_sentence_figures", "masked_token_hits", "zero_shot_recall"]
+__all__ = ["held_out_sentence_figures", "masked_token_hits", "step_retrieval_logs", "zero_shot_recall"]
+
+
+def step_retrieval_logs(out, null_index: int | None) -> dict[str, torch.Tensor]:
+    """A training step's figures from the model's output `out` as detached 0-d tensors: the marginal log-likelihood
+    and, with the null document at `null_index`, the reading utility of the top and of all retrieved blocks and the
+    null document's prior and posterior mass. The loop reads them (`.item()`, a wait for the device) at its logging
+    steps only, so the step does not wait for the forward pass before its backward pass is queued."""
+    logs = {"log_likelihood": out.marginal_log_likelihood.detach().mean()}
+    if null_index is not None:
+        retrieved = [k for k in range(out.retrieval_log_probs.shape[1]) if k != null_index]
+        prior = out.retrieval_log_probs[:, retrieved].detach()  # [B, K-1]
+        top = prior.argmax(-1, keepdim=True)  # the retriever's favourite real document
+        utility = out.retrieval_utility[:, retrieved].detach()  # [B, K-1]
+        logs.update(
+            {
+                "ru_top": utility.gather(1, top).mean(),
+                "ru_mean": utility.mean(),
+                "null_prior_mass": out.retrieval_log_probs[:, null_index].detach().exp().mean(),
+                "null_posterior_mass": out.posterior_log_probs[:, null_index].detach().exp().mean(),
+            }
+        )
+    return logs
 
 
 def held_out_sentence_figures(

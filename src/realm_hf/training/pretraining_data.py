@@ -41,14 +41,44 @@ _MASK_AGAIN = "it is damaged or cut short (an interrupted write or copy?): delet
 
 @dataclass
 class PretrainingData:
-    """The blocks of Z (`block_id`, `input_ids`, ...), the masked sentences X, whether X is drawn from Z, and the
+    """The blocks of Z (`block_id`, `input_ids`, ...), the masked sentences X, whether X is drawn from Z, the
     sentences of Z read with their own block at the reading steps (`reading`: X itself when X = Z; Z's own masked
-    sentences when X is another corpus and the run has reading steps; else None)."""
+    sentences when X is another corpus and the run has reading steps; else None), and the number of articles X was
+    masked from when X is another corpus masked in this run (`num_pretraining_articles`; else None)."""
 
     blocks: datasets.Dataset
     masked: datasets.Dataset
     x_is_z: bool
     reading: datasets.Dataset | None = None
+    num_pretraining_articles: int | None = None
+
+    def record(self, corpus_args: CorpusArguments, training_sentences: int, held_out_sentences: int | None) -> dict:
+        r"""
+        What the run read, for `trainer_state.json` (`"data"`) and the model card: X and Z by name, with their counts.
+
+        Args:
+            corpus_args ([`CorpusArguments`]): The run's corpus settings (the names of Z and X).
+            training_sentences (`int`): The masked sentences trained on.
+            held_out_sentences (`int`, *optional*): The masked sentences of X held out for evaluation (None when the
+                evaluation sentences were given to the trainer instead).
+
+        Returns:
+            `dict`: `x_is_z`, `knowledge_corpus` and `knowledge_corpus_blocks` (Z), `pretraining_corpus` (None when
+            X = Z) and `pretraining_articles` (None when unknown: X = Z, or sentences masked ahead), `masked_sentences`,
+            `training_sentences`, `held_out_sentences`, and `reading_sentences` (the sentences of Z read at the reading
+            steps when X is another corpus; None otherwise).
+        """
+        return {
+            "x_is_z": self.x_is_z,
+            "knowledge_corpus": corpus_args.corpus,
+            "knowledge_corpus_blocks": len(self.blocks),
+            "pretraining_corpus": None if self.x_is_z else corpus_args.pretraining_corpus,
+            "pretraining_articles": self.num_pretraining_articles,
+            "masked_sentences": len(self.masked),
+            "training_sentences": training_sentences,
+            "held_out_sentences": held_out_sentences,
+            "reading_sentences": None if self.x_is_z or self.reading is None else len(self.reading),
+        }
 
 
 def blocks_checksum(blocks: datasets.Dataset) -> str:
@@ -86,24 +116,32 @@ def load_blocks(tokenizer, corpus_args: CorpusArguments) -> datasets.Dataset:
     )
 
 
+def masking_source(
+    blocks: datasets.Dataset, corpus_args: CorpusArguments, pretraining_args: PretrainingArguments, seed: int
+) -> datasets.Dataset:
+    """What the masked sentences X are cut from: the articles of `pretraining_corpus` when given, else the blocks of Z
+    (all of them, or a seeded sample of `mask_source_blocks`)."""
+    if corpus_args.pretraining_corpus is not None:
+        return load_corpus_articles(corpus_args.pretraining_corpus, corpus_args.max_pretraining_articles)
+    sample = pretraining_args.mask_source_blocks
+    if sample is None or sample >= len(blocks):
+        return blocks
+    rows = np.sort(np.random.default_rng(seed).choice(len(blocks), size=sample, replace=False))
+    logger.info("Masking sentences of %d of the %d blocks (mask_source_blocks, seed %d)", sample, len(blocks), seed)
+    return blocks.select(rows)
+
+
 def mask_sentences(
     tokenizer, blocks: datasets.Dataset, corpus_args: CorpusArguments, pretraining_args: PretrainingArguments,
-    seed: int, tagger=None,
+    seed: int, tagger=None, source: datasets.Dataset | None = None,
 ) -> datasets.Dataset:
     r"""
-    The masked sentences X: from `pretraining_corpus` when given, else from the blocks of Z (all of them, or a seeded
-    sample of `mask_source_blocks`), masked by `pretraining_args.masking` ([`build_masked_dataset`]). Z's own sentences
-    read at the reading steps of an X != Z run are these of a `corpus_args` without `pretraining_corpus`.
+    The masked sentences X: those of `source` (default: [`masking_source`]) masked by `pretraining_args.masking`
+    ([`build_masked_dataset`]). Z's own sentences read at the reading steps of an X != Z run are these of a
+    `corpus_args` without `pretraining_corpus`.
     """
-    if corpus_args.pretraining_corpus is not None:
-        source = load_corpus_articles(corpus_args.pretraining_corpus, corpus_args.max_pretraining_articles)
-    else:
-        source = blocks
-        sample = pretraining_args.mask_source_blocks
-        if sample is not None and sample < len(blocks):
-            rows = np.sort(np.random.default_rng(seed).choice(len(blocks), size=sample, replace=False))
-            source = blocks.select(rows)
-            logger.info("Masking sentences of %d of the %d blocks (mask_source_blocks, seed %d)", sample, len(blocks), seed)
+    if source is None:
+        source = masking_source(blocks, corpus_args, pretraining_args, seed)
     return build_masked_dataset(
         source, tokenizer, strategy=pretraining_args.masking, tagger=tagger,
         query_max_length=corpus_args.query_max_length, seed=seed, num_proc=corpus_args.num_proc,
@@ -195,16 +233,19 @@ def prepare_pretraining_data(
     else masked here."""
     blocks = load_blocks(tokenizer, corpus_args)
     x_is_z = corpus_args.pretraining_corpus is None
+    num_articles = None
     if pretraining_args.masked_sentences is not None:
         settings = masking_settings(corpus_args, pretraining_args, seed)
         expected = {name: settings[name] for name in ("masking", "query_max_length")}
         masked = load_masked_sentences(pretraining_args.masked_sentences, blocks, x_is_z, expected)
     else:
-        masked = mask_sentences(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger)
+        source = masking_source(blocks, corpus_args, pretraining_args, seed)
+        num_articles = None if x_is_z else len(source)
+        masked = mask_sentences(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger, source=source)
     reading = masked if x_is_z else None
     if not x_is_z and (pretraining_args.reading_warmup_steps or pretraining_args.reading_replay_every):
         # the reading steps read Z's own sentences (each with its source block), whatever X is
         logger.info("Masking sentences of the knowledge corpus for the reading steps (X is another corpus)")
         z_only = dataclasses.replace(corpus_args, pretraining_corpus=None)
         reading = mask_sentences(tokenizer, blocks, z_only, pretraining_args, seed, tagger)
-    return PretrainingData(blocks, masked, x_is_z, reading)
+    return PretrainingData(blocks, masked, x_is_z, reading, num_articles)

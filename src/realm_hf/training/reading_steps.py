@@ -50,7 +50,7 @@ class ReadingSchedule:
             )
         self.warmup_steps, self.replay_every = warmup_steps, replay_every
         self.sentences_of_z = sentences_of_z
-        self.order = np.random.default_rng(seed).permutation(len(sentences_of_z)) if sentences_of_z is not None else None
+        self.order = None if sentences_of_z is None else np.random.default_rng(seed).permutation(len(sentences_of_z))
         self.num_processes, self.process_index = num_processes, process_index
 
     @property
