@@ -426,8 +426,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
 
         Args:
             examples (`datasets.Dataset`): Masked sentences (columns of [`build_masked_dataset`]), optionally with
-                `gold_block_id` and, beside it, `gold_block_ids`: other blocks that count as gold too (a second
-                document stating the same fact); reading alone reads `gold_block_id`.
+                `gold_block_id` and `gold_block_ids` (other blocks counted as gold, e.g. a second document).
             fresh_index (`bool`, *optional*): Search an exact index of the *current* document tower instead of the
                 (possibly stale) training index, so the figures measure the retriever and not the refresh lag.
                 Defaults to True for corpora of at most 50,000 blocks.
