@@ -24,22 +24,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import statistics
 import sys
 import tempfile
 import time
 
-import torch
-
 from realm_hf.data.knowledge_task_news import NewsValueTagger, make_news_knowledge_task
 from realm_hf.demo.knowledge_runs import (
-    KNOWLEDGE_TASK_SHAPES, hard_task_recipe, held_out_examples, run_setting, save_random_models, write_task_files,
+    KNOWLEDGE_TASK_SHAPES, hard_task_recipe, held_out_examples, run_setting, write_task_files,
 )
 
-from bench_ablations import check_same_recipe, merge, warm_start
-from bench_common import RESULTS, machine, write_json
+from bench_ablations import check_same_recipe, merge, seeded_warm_start
+from bench_common import RESULTS, add_knowledge_run_arguments, machine, single_thread_logging, write_json
 from bench_knowledge import held_out_split
 
 # setting -> where the pre-training sentences come from and whether the retriever learns
@@ -160,24 +157,10 @@ def write_all(results: dict, output: str) -> None:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--settings", default=",".join(SETTINGS), help="Comma-separated: " + ", ".join(SETTINGS) + ".")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--num-entities", type=int, default=1000)
-    parser.add_argument("--eval-sentences", type=int, default=400)
-    parser.add_argument("--eval-every", type=int, default=100)
-    parser.add_argument("--half", choices=("choose", "report"), default="report",
-                        help="Held-out half evaluated: 'choose' to choose settings on, 'report' to report on.")
-    parser.add_argument("--warm-start-only", action="store_true",
-                        help="Only train (or find in --work-dir) each seed's warm start: for runs that reuse them.")
-    parser.add_argument("--set", action="append", default=[], help="Override a recipe value: KEY=VALUE (JSON).")
-    parser.add_argument("--output", default=os.path.join(RESULTS, "x-not-z"), help="Prefix of .json/.md.")
-    parser.add_argument("--work-dir", default=None, help="Keep runs and warm starts here (default: a temporary one).")
-    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
-                        help="Only merge these result files (e.g. seeds run side by side) into --output.")
+    add_knowledge_run_arguments(parser, os.path.join(RESULTS, "x-not-z"), num_entities=1000)
     args = parser.parse_args(argv)
     command = "python benchmarks/bench_x_not_z.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    # OMP_NUM_THREADS=1 lets seeds run side by side, one process per core (the tiny models scale poorly over threads)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
+    single_thread_logging()
 
     if args.merge:
         results = merge(args.merge)
@@ -228,9 +211,7 @@ def main(argv: list[str] | None = None) -> dict:
         todo = [s for s in settings if str(seed) not in results["rows"].get(s, {})]
         if not todo and not args.warm_start_only:
             continue
-        seed_work = os.path.join(work, f"seed-{seed}")
-        seeded = {**recipe, "model": save_random_models(recipe, seed_work, tokenizer)}
-        start = warm_start(seeded, paths, seed_work, seed, tagger, eval_examples)
+        seed_work, seeded, start = seeded_warm_start(recipe, paths, work, seed, tokenizer, tagger, eval_examples)
         if args.warm_start_only:
             continue
         for setting in todo:
