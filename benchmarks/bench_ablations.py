@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import statistics
 import sys
 import tempfile
 import time
-
-import torch
 
 from realm_hf.corpus import split_into_blocks
 from realm_hf.data.knowledge_task import KnowledgeValueTagger
@@ -39,7 +36,7 @@ from realm_hf.demo.knowledge_runs import (
 from realm_hf.training.arguments import ModelArguments
 
 from bench_knowledge import held_out_split
-from bench_common import RESULTS, machine
+from bench_common import RESULTS, add_knowledge_run_arguments, machine, single_thread_logging
 
 
 # row -> what changes, and the paper's Table 2 row it mirrors: its NQ dev EM / zero-shot Recall@5 and their direction
@@ -317,26 +314,12 @@ def plot(results: dict, path: str) -> None:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", default=",".join(ROWS), help="Comma-separated: " + ", ".join(ROWS) + ".")
-    parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--steps", type=int, default=None, help="Override the recipe's REALM steps.")
-    parser.add_argument("--num-entities", type=int, default=2000)
-    parser.add_argument("--eval-sentences", type=int, default=400)
-    parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--both-halves", action="store_true",
                         help="Also measure the other held-out half before and after each run ('other_half').")
-    parser.add_argument("--warm-start-only", action="store_true",
-                        help="Only train (or find in --work-dir) each seed's warm start: for runs that reuse them.")
-    parser.add_argument("--half", choices=("choose", "report"), default="report",
-                        help="Held-out half evaluated: 'choose' to choose a recipe on, 'report' to report it on.")
-    parser.add_argument("--set", action="append", default=[], help="Override a recipe value: KEY=VALUE (JSON).")
-    parser.add_argument("--output", default=os.path.join(RESULTS, "ablations"), help="Prefix of .json/.md/.png.")
-    parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
-    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
-                        help="Only merge these result files (e.g. seeds run side by side) into --output.")
+    add_knowledge_run_arguments(parser, os.path.join(RESULTS, "ablations"), num_entities=2000)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    # OMP_NUM_THREADS=1 lets seeds run side by side, one process per core (the tiny models scale poorly over threads)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
+    single_thread_logging()
 
     recipe = hard_task_recipe(args.set)
     if args.steps:
@@ -382,9 +365,7 @@ def main(argv: list[str] | None = None) -> dict:
         todo = [row for row in rows if str(seed) not in results["rows"].get(row, {})]
         if not todo:
             continue
-        seed_work = os.path.join(work, f"seed-{seed}")
-        seeded = {**recipe, "model": save_random_models(recipe, seed_work, tokenizer)}
-        start = warm_start(seeded, paths, seed_work, seed, tagger, eval_examples)
+        seed_work, seeded, start = seeded_warm_start(recipe, paths, work, seed, tokenizer, tagger, eval_examples)
         if args.warm_start_only:
             continue
         if "full" in todo:  # first: the swaps read its models
@@ -398,6 +379,15 @@ def main(argv: list[str] | None = None) -> dict:
             write_all(results, args.output, with_plot=False)
     plot(results, args.output + ".png")
     return results
+
+
+def seeded_warm_start(recipe: dict, paths: dict, work: str, seed: int, tokenizer, tagger,
+                      eval_examples) -> tuple[str, dict, dict]:
+    """A training seed's folder under `work`, the recipe with the seed's random models, and its warm start
+    ([`warm_start`])."""
+    seed_work = os.path.join(work, f"seed-{seed}")
+    seeded = {**recipe, "model": save_random_models(recipe, seed_work, tokenizer)}
+    return seed_work, seeded, warm_start(seeded, paths, seed_work, seed, tagger, eval_examples)
 
 
 def warm_start(recipe: dict, paths: dict, seed_work: str, seed: int, tagger, eval_examples) -> dict:

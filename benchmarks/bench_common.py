@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -21,7 +23,8 @@ except ImportError:  # bench_models' `--worker old` runs in the transformers-REA
         return f"{cpu_model()}, {os.cpu_count()} cores"
 
 __all__ = [
-    "RESULTS", "cpu_model", "describe_machine", "device_name", "machine", "run_realm_hf", "synchronize", "write_json",
+    "RESULTS", "add_knowledge_run_arguments", "cpu_model", "describe_machine", "device_name", "machine",
+    "run_realm_hf", "single_thread_logging", "synchronize", "write_json",
 ]
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -64,3 +67,29 @@ def write_json(path: str, data: dict, indent: int = 1) -> None:
         os.makedirs(directory, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=indent, default=str)
+
+
+def add_knowledge_run_arguments(parser: argparse.ArgumentParser, output: str, num_entities: int) -> None:
+    """The options of the benchmarks that run the hard knowledge task's recipe per training seed (bench_ablations,
+    bench_x_not_z): seeds, task size, evaluation, the held-out half, recipe overrides, where results and runs go, and
+    merging the files of seeds run side by side. `output` is the default prefix of the result files."""
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--num-entities", type=int, default=num_entities)
+    parser.add_argument("--eval-sentences", type=int, default=400)
+    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--warm-start-only", action="store_true",
+                        help="Only train (or find in --work-dir) each seed's warm start: for runs that reuse them.")
+    parser.add_argument("--half", choices=("choose", "report"), default="report",
+                        help="Held-out half evaluated: 'choose' to choose a recipe on, 'report' to report it on.")
+    parser.add_argument("--set", action="append", default=[], help="Override a recipe value: KEY=VALUE (JSON).")
+    parser.add_argument("--output", default=output, help="Prefix of the result files (.json, .md, ...).")
+    parser.add_argument("--work-dir", default=None, help="Keep the runs here (default: a temporary directory).")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                        help="Only merge these result files (e.g. seeds run side by side) into --output.")
+
+
+def single_thread_logging() -> None:
+    """Warnings logged with their time, and torch's threads set to OMP_NUM_THREADS: with 1, runs go side by side, one
+    process per core (the tiny models scale poorly over threads)."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))

@@ -191,6 +191,38 @@ def test_held_out_evaluation_reports_reading_with_the_gold_block_apart_from_retr
     assert source_figures["mlm_accuracy_source_block"] == pytest.approx(100.0 * hits / tokens)
 
 
+def test_any_of_several_gold_blocks_counts_as_the_right_document(tmp_path):
+    """`gold_block_ids` (a second document stating the same fact) count as gold beside `gold_block_id`: ranked first
+    when the retriever's top block is any of them, and reading alone still reads `gold_block_id`."""
+    trainer = make_trainer(tmp_path, max_steps=1, refresh="0")
+    sentences = trainer.train_examples.select(range(8))
+    model = trainer.accelerator.unwrap_model(trainer.model).eval()
+    with torch.no_grad():
+        batch, null_index = trainer.retrieve_and_collate(list(sentences))
+        prior = model(batch, null_candidate_index=null_index).retrieval_log_probs.cpu()  # [B, K]
+    retrieved = batch["candidate_block_ids"].cpu()  # [B, K] (-1 for ∅)
+    top = prior.masked_fill(retrieved < 0, float("-inf")).argmax(-1)  # [B]
+    ranked = [[int(b) for b in row if b >= 0] for row in retrieved]
+    top_block = [int(retrieved[i, top[i]]) for i in range(len(top))]
+    others = [[b for b in row if b != t] for row, t in zip(ranked, top_block)]
+    own = sentences.add_column("gold_block_id", [int(i) for i in sentences["source_block_id"]])  # never retrieved
+
+    def figures(extra):
+        return trainer.evaluate_sentences(own.add_column("gold_block_ids", extra), fresh_index=False)
+
+    alone = trainer.evaluate_sentences(own, fresh_index=False)
+    every = figures(ranked)
+    assert every["gold_top1"] == 1.0 and every["gold_top3"] == 1.0
+    # the top block among several retrieved gold blocks is what counts, not the first gold one in candidate order
+    assert figures([[t] for t in top_block])["gold_top1"] == 1.0
+    rest = figures(others)
+    assert rest["gold_top1"] == 0.0 and rest["gold_top3"] == 1.0
+    # the prior mass of every retrieved block: all but the null document's
+    assert every["gold_prior_mass"] == pytest.approx((prior.exp() * (retrieved >= 0)).sum(-1).mean().item(), abs=1e-5)
+    assert alone["gold_top1"] == 0.0 and alone["gold_prior_mass"] == 0.0
+    assert every["mlm_accuracy_gold_document"] == alone["mlm_accuracy_gold_document"]
+
+
 def test_length_buckets_reach_both_models_and_leave_the_loss_unchanged(tmp_path):
     bucketed = make_trainer(tmp_path / "bucketed", max_steps=1, refresh="0", model_kwargs={"length_buckets": 2})
     padded = make_trainer(tmp_path / "padded", max_steps=1, refresh="0")

@@ -114,14 +114,23 @@ def write_task_files(task: KnowledgeTask, directory: str) -> dict[str, str]:
     }
 
 
-def held_out_examples(task: KnowledgeTask, tokenizer: Any, query_max_length: int) -> datasets.Dataset:
-    """Masked held-out sentences with the block id of their person's document (blocks are in document order)."""
-    masked = build_masked_dataset(
-        task.held_out_sentences, tokenizer, tagger=KnowledgeValueTagger(task.values), query_max_length=query_max_length
-    )
-    if len(masked) != len(task.held_out_sentences):
-        raise RuntimeError(f"{len(masked)} masked sentences for {len(task.held_out_sentences)} held-out sentences")
-    return masked.add_column("gold_block_id", [int(s["entity"]) for s in task.held_out_sentences])
+def held_out_examples(
+    task: KnowledgeTask, tokenizer: Any, query_max_length: int, tagger: Any = None
+) -> datasets.Dataset:
+    """Masked held-out sentences with the block id of their person's document (blocks are in document order) and,
+    when the sentences name several `documents` of their person, the others as `gold_block_ids`. `tagger` defaults
+    to [`KnowledgeValueTagger`] of the task's values."""
+    tagger = KnowledgeValueTagger(task.values) if tagger is None else tagger
+    sentences = task.held_out_sentences
+    masked = build_masked_dataset(sentences, tokenizer, tagger=tagger, query_max_length=query_max_length)
+    if len(masked) != len(sentences):
+        raise RuntimeError(f"{len(masked)} masked sentences for {len(sentences)} held-out sentences")
+    masked = masked.add_column("gold_block_id", [int(s["entity"]) for s in sentences])
+    if sentences and "documents" in sentences[0]:
+        masked = masked.add_column(
+            "gold_block_ids", [[int(b) for b in s["documents"] if b != s["entity"]] for s in sentences]
+        )
+    return masked
 
 
 def save_random_models(recipe: dict, work: str, tokenizer: Any) -> dict:

@@ -426,14 +426,14 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
 
         Args:
             examples (`datasets.Dataset`): Masked sentences (columns of [`build_masked_dataset`]), optionally with
-                `gold_block_id`.
+                `gold_block_id` and `gold_block_ids` (other blocks counted as gold, e.g. a second document).
             fresh_index (`bool`, *optional*): Search an exact index of the *current* document tower instead of the
                 (possibly stale) training index, so the figures measure the retriever and not the refresh lag.
                 Defaults to True for corpora of at most 50,000 blocks.
 
         Returns:
             `dict` with `mlm_accuracy_with_retrieval` and `mlm_accuracy_null_document` (percent), and with gold
-            blocks: `gold_top1`, `gold_top{K-1}` (fraction of sentences whose gold block is ranked first / among the
+            blocks: `gold_top1`, `gold_top{K-1}` (fraction of sentences whose (a) gold block is ranked first / among the
             K-1 retrieved; over the whole corpus), `gold_prior_mass` (mean `p(gold | x)` among the K candidates,
             0 when not retrieved), `gold_posterior_mass` (mean `p(gold | x, y)`) and `mlm_accuracy_gold_document`
             (percent, with the gold block as the only candidate: how well the encoder reads, whatever the retriever

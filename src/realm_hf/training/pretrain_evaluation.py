@@ -17,7 +17,7 @@ from ..evaluation.answer_match import CorpusAnswerFinder
 from ..evaluation.metrics import recall_at_k
 from ..modeling import RealmRetriever
 
-__all__ = ["held_out_sentence_figures", "masked_token_hits", "step_retrieval_logs", "zero_shot_recall"]
+__all__ = ["gold_blocks", "held_out_sentence_figures", "masked_token_hits", "step_retrieval_logs", "zero_shot_recall"]
 
 
 def step_retrieval_logs(out, null_index: int | None) -> dict[str, torch.Tensor]:
@@ -79,16 +79,16 @@ def held_out_sentence_figures(
         sums["null"] += correct_null
         total_tokens += tokens
         if has_gold:
-            gold = torch.tensor([int(row["gold_block_id"]) for row in chunk])  # [B]
+            gold = gold_blocks(chunk)  # [B, G]
             retrieved = batch["candidate_block_ids"].cpu()  # [B, K] (-1 for ∅)
-            is_gold = retrieved == gold[:, None]  # [B, K]
+            is_gold = (retrieved[:, :, None] == gold[:, None, :]).any(-1)  # [B, K]
             prior = out.retrieval_log_probs.exp().cpu()  # [B, K]
             posterior = out.posterior_log_probs.exp().cpu()  # [B, K]
             sums["gold_prior_mass"] += (prior * is_gold).sum().item()
             sums["gold_posterior_mass"] += (posterior * is_gold).sum().item()
             sums["gold_retrieved"] += is_gold.any(-1).sum().item()
-            first = (prior.masked_fill(retrieved < 0, -1.0).argmax(-1) == is_gold.float().argmax(-1)) & is_gold.any(-1)
-            sums["gold_top1"] += first.sum().item()
+            first = prior.masked_fill(retrieved < 0, -1.0).argmax(-1, keepdim=True)  # [B, 1]: the top retrieved block
+            sums["gold_top1"] += is_gold.gather(1, first).sum().item()
         if has_gold or reads_source:  # reading alone: the gold (or source) block as the only candidate
             column = "gold_block_id" if has_gold else "source_block_id"
             only = torch.tensor([[int(row[column])] for row in chunk])  # [B, 1]
@@ -112,6 +112,14 @@ def held_out_sentence_figures(
     elif reads_source:
         results["mlm_accuracy_source_block"] = 100.0 * sums["reading"] / max(total_tokens, 1)
     return results
+
+
+def gold_blocks(rows: list[dict]) -> torch.Tensor:
+    """The gold blocks of each row, `[B, G]`: `gold_block_id` and, when the rows have them, the `gold_block_ids` that
+    count as gold as well (other blocks stating the same fact), padded with -2 (never a block, nor ∅'s -1)."""
+    per_row = [[int(row["gold_block_id"]), *(int(b) for b in row.get("gold_block_ids") or ())] for row in rows]
+    width = max(len(blocks) for blocks in per_row)
+    return torch.tensor([blocks + [-2] * (width - len(blocks)) for blocks in per_row], dtype=torch.long)
 
 
 def masked_token_hits(out, labels: torch.Tensor, null_index: int | None) -> tuple[int, int, int]:
