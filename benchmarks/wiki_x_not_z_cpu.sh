@@ -15,8 +15,11 @@ export CONFIGS=examples/configs/wiki-tiny ACCELERATE_CONFIG=examples/configs/acc
 export NEWS=$SHARED/news-bbc/bbc-news.jsonl.gz
 export EXTRA_ARGS="--corpus $SHARED/wiki-2015 --max_articles $WIKI_ARTICLES --max_steps $STEPS"
 began=$SECONDS
-examples/wiki/run.sh mask mask-news mlm ict realm realm-news finetune-realm evaluate-realm finetune-realm-news \
-  evaluate-realm-news
+examples/wiki/run.sh mask mask-news mlm ict realm realm-news
+# the recipe stops fine-tuning on the watch slice's answerable_loss, which needs a watch question whose answer is in
+# the blocks read: on a slice this small none is, and `realm-hf finetune` stops in one line; both rows stop on EM
+EXTRA_ARGS="$EXTRA_ARGS --early_stopping_metric exact_match" examples/wiki/run.sh finetune-realm evaluate-realm \
+  finetune-realm-news evaluate-realm-news
 python examples/wiki/report.py "$OUT" --ceiling --qa_file "$QA/nq-dev.jsonl[:$EVAL_QUESTIONS]" > /dev/null
 examples/wiki/run.sh report
 python - "$OUT/wiki-gpu.json" "$RESULT" $((SECONDS - began)) <<'PY'
