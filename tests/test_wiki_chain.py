@@ -1,7 +1,9 @@
 """examples/wiki/run.sh, the chained Wikipedia recipe, end to end on tiny data (configs wiki-tiny-*.yaml: all-MiniLM-L6-v2,
-40 embedded articles, a few steps per stage, CPU processes, PARALLEL=1): every stage runs, the report holds every
-row, and a second run skips what is complete."""
+40 embedded articles, a few steps per stage, CPU processes, PARALLEL=1; the news of realm-news, X != Z: 6 other
+embedded articles in a JSONL.gz written here): every stage runs, the report holds every row, a second run skips what
+is complete, and missing data is named in one line."""
 
+import gzip
 import json
 import os
 import subprocess
@@ -10,7 +12,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROWS = ("minilm", "mlm", "ict", "realm", "realm-retriever", "bm25")
+ROWS = ("minilm", "mlm", "ict", "realm", "realm-news", "realm-retriever", "bm25")
 
 
 def write_questions(directory: str) -> None:
@@ -30,11 +32,23 @@ def write_questions(directory: str) -> None:
                                     "answers": [answer], "answer_format": "text"}) + "\n")
 
 
-def run_chain(out: str, qa: str, *stages: str) -> subprocess.CompletedProcess:
+def write_news(path: str) -> None:
+    """The pre-training corpus X of realm-news: 6 embedded articles that are not among Z's 40, one JSON line each with
+    a column articles do not have (news-bbc's `category`)."""
+    from realm_hf.corpus.embedded import load_embedded_corpus
+
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for i, article in enumerate(load_embedded_corpus(limit=46)[40:]):
+            f.write(json.dumps({"id": f"news-{i}", "category": "tech", "title": article["title"],
+                                "text": article["text"]}) + "\n")
+
+
+def run_chain(out: str, qa: str, *stages: str, news: str | None = None) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         "OUT": out,
         "QA": qa,
+        "NEWS": news or os.path.join(os.path.dirname(out), "news.jsonl.gz"),
         "CONFIGS": "examples/configs/wiki-tiny",
         "ACCELERATE_CONFIG": "examples/configs/accelerate-cpu.yaml",
         "EVAL_QUESTIONS": "20",
@@ -53,6 +67,7 @@ def chain(tmp_path_factory):
     base = tmp_path_factory.mktemp("wiki")
     out, qa = str(base / "out"), str(base / "qa")
     write_questions(qa)
+    write_news(str(base / "news.jsonl.gz"))
     result = run_chain(out, qa, "all")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     return out, qa
@@ -79,7 +94,7 @@ def test_the_chain_reports_every_row(chain):
     assert any("eval/zero_shot_recall@5" in record or "eval/mlm_accuracy_with_retrieval" in record
                for record in pretraining["evaluations"])
     # every stage but the report, which writes the file while it runs
-    expected_stages = {"mask", "mlm", "ict", "realm", "evaluate-bm25"} | {
+    expected_stages = {"mask", "mask-news", "mlm", "ict", "realm", "realm-news", "evaluate-bm25"} | {
         f"{verb}-{row}" for verb in ("finetune", "evaluate") for row in ROWS if row != "bm25"
     } - {"finetune-bm25"}
     assert expected_stages <= set(report["stage_seconds"])
@@ -94,9 +109,41 @@ def test_the_chain_reports_every_row(chain):
     assert "eval/mlm_accuracy_source_block" in pretraining["evaluations"][0]
 
 
+def test_realm_news_is_realm_with_news_as_x_from_the_same_start_and_steps(chain):
+    """The X != Z stage: realm's config, ICT start, encoder and steps, X = the news file, Z = the chain's blocks; its
+    reading steps read Z's own sentences of the `mask` stage; its row fine-tuned as the realm row, from its model."""
+    out, _ = chain
+    with open(os.path.join(out, "wiki-gpu.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    news, realm = report["pretraining_news"], report["pretraining"]
+    data = news["data"]
+    assert data["x_is_z"] is False and data["pretraining_corpus"] == os.path.join(os.path.dirname(out), "news.jsonl.gz")
+    assert data["pretraining_articles"] is None  # masked ahead by mask-news
+    with open(os.path.join(out, "masked-news", "masked_sentences.json"), encoding="utf-8") as f:
+        masked_news = json.load(f)
+    assert masked_news["settings"]["pretraining_corpus"] == data["pretraining_corpus"]
+    assert data["masked_sentences"] == masked_news["num_sentences"] > 0
+    assert data["reading_sentences"] == report["pretraining_sentences"]  # those of `mask` (X = Z), read as they are
+    assert data["knowledge_corpus_blocks"] == realm["data"]["knowledge_corpus_blocks"] == report["corpus"]["blocks"]
+    assert realm["data"]["x_is_z"] is True
+    assert news["steps"] == realm["steps"] == 5
+    assert [point["step"] for point in news["ru_curve"]] == [3, 4, 5]  # after the same 2-step reading warm-up
+    arguments = {}
+    for stage in ("realm", "realm-news", "qa-realm", "qa-realm-news"):
+        with open(os.path.join(out, stage, "training_args.json"), encoding="utf-8") as f:
+            arguments[stage] = json.load(f)
+    differing = {name for name in arguments["realm"] if arguments["realm"][name] != arguments["realm-news"].get(name)}
+    assert differing == {"output_dir", "masked_sentences", "pretraining_corpus", "reading_sentences"}
+    assert arguments["realm-news"]["reading_sentences"] == arguments["realm"]["masked_sentences"]
+    differing = {name for name in arguments["qa-realm"]
+                 if arguments["qa-realm"][name] != arguments["qa-realm-news"].get(name)}
+    assert differing == {"output_dir", "model"}
+    assert arguments["qa-realm-news"]["model"] == os.path.join(out, "realm-news", "final")
+
+
 def test_a_second_run_skips_complete_stages(chain):
     out, qa = chain
-    result = run_chain(out, qa, "mlm", "ict", "realm", "finetune-realm", "evaluate-realm", "mask")
+    result = run_chain(out, qa, "mlm", "ict", "realm", "finetune-realm", "evaluate-realm", "realm-news", "mask")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "[ict] " in result.stdout and "final is complete: skipped" in result.stdout
     assert "[mlm] " in result.stdout
@@ -110,3 +157,15 @@ def test_an_unknown_stage_is_refused_with_the_list(chain):
     result = run_chain(out, qa, "pretrain")
     assert result.returncode == 2
     assert "unknown stage 'pretrain'" in result.stderr and "finetune-ROW" in result.stderr
+    assert "realm-news" in result.stderr
+
+
+def test_missing_news_is_named_in_one_line_before_any_work(tmp_path):
+    news = str(tmp_path / "news-bbc" / "bbc-news.jsonl.gz")
+    result = run_chain(str(tmp_path / "out"), str(tmp_path), "all", news=news)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"run.sh: no news corpus at NEWS={news} (news-bbc, the pre-training corpus X of the realm-news stage): "
+        "docs/data.md says where it comes from; set NEWS=<its JSONL.gz, or any article file or folder>.\n"
+    )
+    assert not (tmp_path / "out").exists()

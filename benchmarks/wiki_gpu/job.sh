@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The chain on the lent GPU, in its own session (started by stage_b.sh): `run.sh all` with PARALLEL=1 (mlm beside
-# ICT, the rows' fine-tuning beside REALM's stage), the report, then the throughput benchmark alone on the GPU (its
+# ICT, the rows' fine-tuning and realm-news, X = news-bbc, beside REALM's stage), the report, then the throughput benchmark alone on the GPU (its
 # figures must not share it) at MiniLM's and BERT-base's sizes, each stage's failure named in the log.
 export PYTHONPATH=$PWD/src:/tmp/site PATH=/tmp/site/bin:$PATH HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export OUT=/root/wiki EXTRA_ARGS="--max_articles 10479 --num_proc 16" PARALLEL=1

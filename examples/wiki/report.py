@@ -4,7 +4,8 @@
     python examples/wiki/report.py outputs/wiki --ceiling      # -> outputs/wiki/eval/ceiling.json (CPU, minutes)
 
 Per row (eval/<row>.json and .jsonl of `realm-hf evaluate`): exact match and Recall@5/20/100 on the evaluated
-questions with percentile-bootstrap 95% intervals over questions; from pre-training (realm/history.json): the
+questions with percentile-bootstrap 95% intervals over questions; from pre-training (realm/history.json, and
+realm-news/history.json, X = news, as `pretraining_news`): the
 retrieval-utility curve (RU of the paper's Eq. 4 for the top retrieved block, `ru_top`, and its mean over the
 retrieved blocks, `ru_mean`), the held-out MLM accuracy with retrieval and with the null document, the zero-shot
 Recall@5, and the step the retriever started learning; the masked-LM stage's held-out accuracy (mlm/history.json);
@@ -21,7 +22,7 @@ import sys
 
 from realm_hf.evaluation import bootstrap_interval
 
-ROWS = ("bm25", "minilm", "mlm", "ict", "realm", "realm-retriever")
+ROWS = ("bm25", "minilm", "mlm", "ict", "realm", "realm-news", "realm-retriever")
 RECALL_KS = (5, 20, 100)
 
 
@@ -61,9 +62,10 @@ def row_figures(out: str, row: str) -> dict | None:
     return figures
 
 
-def pretraining_figures(out: str) -> dict | None:
-    """The RU curve, held-out evaluations and the retriever's start of the REALM pre-training stage."""
-    history = _read_json(os.path.join(out, "realm", "history.json"))
+def pretraining_figures(out: str, stage: str = "realm") -> dict | None:
+    """The RU curve, held-out evaluations and the retriever's start of a REALM pre-training stage (`realm`, X = Z, or
+    `realm-news`, X = news: its held-out sentences are news sentences), and what it read."""
+    history = _read_json(os.path.join(out, stage, "history.json"))
     if history is None:
         return None
     curve = [
@@ -73,12 +75,13 @@ def pretraining_figures(out: str) -> dict | None:
     ]
     evaluations = [record for record in history if any(name.startswith("eval/") for name in record)]
     speeds = [record["steps_per_second"] for record in history if "steps_per_second" in record]
-    state = _read_json(os.path.join(out, "realm", "trainer_state.json")) or {}
+    state = _read_json(os.path.join(out, stage, "trainer_state.json")) or {}
     return {
         "ru_curve": curve,
         "evaluations": evaluations,
         "steps": state.get("step"),
         "retriever_learning": state.get("retriever_learning"),
+        "data": state.get("data"),
         "median_steps_per_second": sorted(speeds)[len(speeds) // 2] if speeds else None,
     }
 
@@ -123,6 +126,7 @@ def build_report(out: str) -> dict:
         "rows": {row: figures for row in ROWS if (figures := row_figures(out, row)) is not None},
         "mlm": mlm_figures(out),
         "pretraining": pretraining_figures(out),
+        "pretraining_news": pretraining_figures(out, "realm-news"),
         "stage_seconds": stage_seconds(out),
         "ceiling": _read_json(os.path.join(out, "eval", "ceiling.json")),
         "throughput": _read_json(os.path.join(out, "throughput.json")),

@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# REALM on Wikipedia: the paper's Table 1 comparison (MiniLM as it comes, ICT only, ICT -> REALM, BM25), one command
-# per stage and `all` to chain them. The knowledge-augmented encoder and the readers start from a masked LM trained
+# REALM on Wikipedia: the paper's Table 1 comparison (MiniLM as it comes, ICT only, ICT -> REALM, BM25), and REALM
+# pre-trained on news against the same Wikipedia blocks (X != Z, the paper's CC-News row), one command per stage and
+# `all` to chain them. The knowledge-augmented encoder and the readers start from a masked LM trained
 # by the `mlm` stage (all-MiniLM-L6-v2 is a sentence embedder, not a masked LM; the paper starts from BERT). Each stage skips itself when its output is complete and resumes a training job
 # from its last checkpoint, so a stopped run goes on where it was.
 #
-#   examples/wiki/run.sh all                 # mask, mlm, ict, realm, finetune-*, evaluate-*, report
+#   examples/wiki/run.sh all                 # mask, mask-news, mlm, ict, realm, realm-news, finetune-*, evaluate-*, report
 #   examples/wiki/run.sh realm               # one stage
 #   ACCELERATE_CONFIG=examples/configs/accelerate-ddp.yaml examples/wiki/run.sh all      # N GPUs (or -zero2.yaml)
 #
-# Stages: mask (CPU: salient spans with spaCy, written once for the GPU stages), mlm (masked-LM training of MiniLM on
-# the corpus: the encoder's and readers' start), ict, realm, finetune-ROW and evaluate-ROW for ROW in minilm (as it
-# comes, untouched), mlm (MiniLM retriever + the mlm reader), ict, realm, realm-retriever, evaluate-bm25 (BM25 + the
-# mlm row's reader), report
+# Stages: mask (CPU: salient spans with spaCy, written once for the GPU stages), mask-news (the same for the news
+# sentences X of realm-news), mlm (masked-LM training of MiniLM on the corpus: the encoder's and readers' start), ict,
+# realm, realm-news (realm's config, start and steps with X = NEWS: its reading steps read the sentences of `mask`),
+# finetune-ROW and evaluate-ROW for ROW in minilm (as it comes, untouched), mlm (MiniLM retriever + the mlm reader),
+# ict, realm, realm-news, realm-retriever, evaluate-bm25 (BM25 + the mlm row's reader), report
 # (OUT/wiki-gpu.json: every row's EM with a bootstrap 95% interval, Recall@5/20/100, the RU curve of pre-training).
 # Environment: OUT (outputs/wiki), CONFIGS (examples/configs/wiki-gpu: -mlm, -ict, -realm, -openqa .yaml),
 # ACCELERATE_CONFIG (examples/configs/accelerate-1gpu.yaml), QA (../shared/data/qa: the folder of nq-dev.jsonl,
 # webquestions-train.jsonl, curatedtrec-train.jsonl and triviaqa-dev.jsonl; docs/data.md says where they and the
 # corpus of the configs come from; EXTRA_ARGS="--corpus DIR" points at another copy of wiki-2015), EXTRA_ARGS (added to every
 # job that reads the corpus, e.g. "--max_articles 10479"), EVAL_QUESTIONS (1000), PARALLEL (0; 1: `all` runs the
-# rows' fine-tuning beside ICT's and REALM's stages on the same GPU, which a host-bound step leaves mostly idle).
+# rows' fine-tuning beside ICT's and REALM's stages, and realm-news beside realm, on the same GPU, which a host-bound
+# step leaves mostly idle), NEWS (../shared/data/news-bbc/bbc-news.jsonl.gz: realm-news's pre-training corpus X, any
+# article file or folder), NEWS_ARTICLES (all: the first N articles of NEWS).
 set -euo pipefail
 
 OUT=${OUT:-outputs/wiki}
@@ -28,8 +32,11 @@ QA=${QA:-../shared/data/qa}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 EVAL_QUESTIONS=${EVAL_QUESTIONS:-1000}
 PARALLEL=${PARALLEL:-0}
-ROWS="minilm mlm ict realm realm-retriever"
+NEWS=${NEWS:-../shared/data/news-bbc/bbc-news.jsonl.gz}
+NEWS_ARTICLES=${NEWS_ARTICLES:-}
+ROWS="minilm mlm ict realm realm-news realm-retriever"
 read -r -a EXTRA <<< "$EXTRA_ARGS"
+X_NEWS=(--pretraining_corpus "$NEWS" ${NEWS_ARTICLES:+--max_pretraining_articles "$NEWS_ARTICLES"})  # realm-news's X
 PRETRAINING_QA=(--eval_qa_file "$QA/nq-dev.jsonl[1000:1500]")  # zero-shot Recall@5 during pre-training
 
 launch() {  # launch JOB ARGS...: a training job through accelerate (one process per GPU of ACCELERATE_CONFIG)
@@ -52,6 +59,7 @@ starting_model() {  # the arguments that give fine-tuning ROW's starting retriev
     mlm) echo "--retriever minilm --encoder $OUT/mlm/final --pooling mean --projection_size 0 --normalize_embeddings" ;;
     ict) echo "--retriever $OUT/ict/final --encoder $OUT/mlm/final" ;;
     realm) echo "--model $OUT/realm/final" ;;  # the paper's: retriever and a reader from REALM's encoder
+    realm-news) echo "--model $OUT/realm-news/final" ;;  # the same, pre-trained on news (X != Z)
     realm-retriever) echo "--retriever $OUT/realm/final/retriever --encoder $OUT/mlm/final" ;;  # ict's reader start
     *) echo "unknown row '$1'; rows: $ROWS" >&2; return 2 ;;
   esac
@@ -84,6 +92,7 @@ all_in_parallel() {  # PARALLEL=1: the stages that do not depend on each other r
   wait "$mlm_branch" || return 1
   branch finetune-mlm evaluate-mlm evaluate-bm25
   branch finetune-ict evaluate-ict
+  branch mask-news realm-news finetune-realm-news evaluate-realm-news  # beside realm: the same start, another X
   if stage realm; then
     branch finetune-realm evaluate-realm
     branch finetune-realm-retriever evaluate-realm-retriever
@@ -100,11 +109,18 @@ run_stage() {  # the work of one stage; returns non-zero on failure (every step 
     mask)  # the config of the realm stage, with its arguments (every given path is checked)
       realm-hf mask --config "$CONFIGS-realm.yaml" --output_dir "$OUT/realm" --masked_sentences "$OUT/masked" \
         "${EXTRA[@]}" "${PRETRAINING_QA[@]}" ;;
+    mask-news)  # X = NEWS: its sentences only (realm-news reads Z's own, for its reading steps, from mask's)
+      realm-hf mask --config "$CONFIGS-realm.yaml" --output_dir "$OUT/realm-news" --masked_sentences \
+        "$OUT/masked-news" "${X_NEWS[@]}" "${EXTRA[@]}" "${PRETRAINING_QA[@]}" ;;
     mlm) train mlm "$CONFIGS-mlm.yaml" "$OUT/mlm" ;;
     ict) train ict "$CONFIGS-ict.yaml" "$OUT/ict" ;;
     realm)
       train pretrain "$CONFIGS-realm.yaml" "$OUT/realm" --ict_warm_start "$OUT/ict/final" --encoder "$OUT/mlm/final" \
         --masked_sentences "$OUT/masked" "${PRETRAINING_QA[@]}" ;;
+    realm-news)  # realm's config, start and steps; X = NEWS, Z = the corpus
+      train pretrain "$CONFIGS-realm.yaml" "$OUT/realm-news" --ict_warm_start "$OUT/ict/final" \
+        --encoder "$OUT/mlm/final" --masked_sentences "$OUT/masked-news" --reading_sentences "$OUT/masked" \
+        "${X_NEWS[@]}" "${PRETRAINING_QA[@]}" ;;
     finetune-*)
       local row=${name#finetune-} model
       model=$(starting_model "$row") || return 2
@@ -119,12 +135,13 @@ run_stage() {  # the work of one stage; returns non-zero on failure (every step 
       if [[ $PARALLEL == 1 ]]; then
         all_in_parallel || return 1
       else
-        for next in mask mlm ict realm; do stage "$next" || return 1; done
+        for next in mask mask-news mlm ict realm realm-news; do stage "$next" || return 1; done
         for row in $ROWS; do stage "finetune-$row" || return 1; stage "evaluate-$row" || return 1; done
         stage evaluate-bm25 || return 1
       fi
       stage report ;;
-    *) echo "unknown stage '$name'; stages: mask mlm ict realm finetune-ROW evaluate-ROW evaluate-bm25 report all" \
+    *) echo "unknown stage '$name'; stages: mask mask-news mlm ict realm realm-news finetune-ROW evaluate-ROW" \
+         "evaluate-bm25 report all" \
          "(ROW: $ROWS)" >&2; return 2 ;;
   esac
 }
@@ -148,6 +165,11 @@ missing_data() {  # one line naming what is missing, where it comes from and whi
   if [[ "$EXTRA_ARGS" != *--corpus* && "$corpus" != embedded && ! -e "$corpus" ]]; then
     echo "run.sh: no corpus at $corpus (the corpus of $CONFIGS-ict.yaml): docs/data.md says where wiki-2015 comes" \
       "from; point at your copy with EXTRA_ARGS=\"--corpus DIR\"." >&2
+    return 0
+  fi
+  if [[ ! -e "$NEWS" ]]; then
+    echo "run.sh: no news corpus at NEWS=$NEWS (news-bbc, the pre-training corpus X of the realm-news stage):" \
+      "docs/data.md says where it comes from; set NEWS=<its JSONL.gz, or any article file or folder>." >&2
     return 0
   fi
   return 1

@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import re
 
 import datasets
 import pytest
@@ -307,3 +308,63 @@ def test_mask_source_blocks_below_one_is_refused_when_parsed(tmp_path, capsys, v
         assert exit_info.value.code == 2
         assert refused in capsys.readouterr().err
     assert not (tmp_path / "masked").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def news(tmp_path_factory):
+    """X != Z: 3 articles (not among Z's 6) as a JSONL.gz with a column articles do not have, like news-bbc; and
+    their sentences masked ahead by `realm-hf mask --pretraining_corpus` (directory)."""
+    import gzip
+
+    from realm_hf.corpus.embedded import load_embedded_corpus
+
+    root = tmp_path_factory.mktemp("news")
+    path = root / "news.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for article in load_embedded_corpus(limit=9)[6:]:
+            f.write(json.dumps({"id": article["title"], "category": "tech", **article}) + "\n")
+    directory = root / "masked-news"
+    with contextlib.redirect_stdout(io.StringIO()):
+        main_mask(arguments(root / "out", directory, "--pretraining_corpus", str(path)), prog=MASK)
+    return str(path), directory
+
+
+def test_reading_sentences_of_an_x_equals_z_mask_are_read_at_the_reading_steps_of_x_not_z(
+    masked, news, tokenizer, blocks, monkeypatch
+):
+    z_directory, _, _ = masked
+    news_path, x_directory = news
+
+    def no_masking(*args, **kwargs):
+        raise AssertionError("pre-training with --reading_sentences masked Z's sentences itself")
+
+    monkeypatch.setattr(pretraining_data, "mask_sentences", no_masking)
+    data = _prepare(x_directory, tokenizer, "--pretraining_corpus", news_path, "--reading_warmup_steps", "2",
+                    "--reading_sentences", str(z_directory))
+    assert not data.x_is_z and len(data.blocks) == len(blocks)
+    assert data.masked["input_ids"] == datasets.load_from_disk(str(x_directory))["input_ids"]
+    saved = datasets.load_from_disk(str(z_directory))
+    assert data.reading["input_ids"] == saved["input_ids"]
+    assert data.reading["source_block_id"] == saved["source_block_id"]
+    assert data.record(corpus_arguments(), 10, 2)["reading_sentences"] == len(saved)
+
+
+def test_reading_sentences_that_are_not_z_s_own_or_not_read_are_refused(masked, news, tokenizer):
+    z_directory, _, _ = masked
+    news_path, x_directory = news
+    x_not_z = ("--pretraining_corpus", news_path, "--reading_warmup_steps", "2")
+    cases = [  # (masked_sentences, arguments, the refusal)
+        (x_directory, (*x_not_z, "--reading_sentences", str(z_directory), "--max_articles", "7"),
+         f"--reading_sentences {str(z_directory)!r} was masked from other blocks"),
+        (x_directory, (*x_not_z, "--reading_sentences", str(x_directory)),
+         f"--reading_sentences {str(x_directory)!r} was masked with other settings than this run's: "
+         f"pretraining_corpus={news_path!r} there, None here"),
+        (x_directory, ("--pretraining_corpus", news_path, "--reading_warmup_steps", "0", "--reading_sentences",
+                       str(z_directory)),
+         "this run has no reading steps; drop --reading_sentences"),
+        (z_directory, ("--reading_warmup_steps", "2", "--reading_sentences", str(z_directory)),
+         "X = Z: the reading steps read X's own sentences; drop --reading_sentences"),
+    ]
+    for directory, extra, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            _prepare(directory, tokenizer, *extra)

@@ -151,6 +151,14 @@ class PretrainingArguments:
             "X = Z; with another pre-training corpus, the sentences read at the reading steps."
         },
     )
+    reading_sentences: str | None = field(
+        default=None,
+        metadata={
+            "help": "With another pre-training corpus (X != Z) and reading steps: a directory written by `realm-hf "
+            "mask` without a pre-training corpus (Z's own masked sentences, from the blocks of this run), read at the "
+            "reading steps instead of masking Z's sentences when the run starts (no spaCy needed)."
+        },
+    )
     num_candidates: int = field(default=8, metadata={"help": "Documents per sentence, the null document included."})
     use_null_document: bool = field(default=True, metadata={"help": "Add the null document to every candidate set."})
     refresh_schedule: str = field(default="500", metadata={"help": "'500' or Atlas-style '0-1000:100,1000-:500'."})

@@ -10,7 +10,9 @@ masks ahead, on any machine, with the same config as `realm-hf pretrain`, and wr
 
 Sentences drawn from Z itself (X = Z) point at the block they came from (`source_block_id`, excluded from their
 candidates), so the directory records a checksum of the blocks' wordpieces: pre-training refuses it when its own
-blocks differ (another corpus slice, block length or tokenizer).
+blocks differ (another corpus slice, block length or tokenizer). With another pre-training corpus (X != Z), the
+reading steps read Z's own sentences: `--reading_sentences DIR` reads them from a `realm-hf mask` directory made
+without a pre-training corpus (an X = Z run's), checked the same way.
 """
 
 from __future__ import annotations
@@ -178,11 +180,13 @@ def read_masked_metadata(directory: str | os.PathLike) -> dict | None:
 
 
 def load_masked_sentences(
-    directory: str | os.PathLike, blocks: datasets.Dataset, x_is_z: bool, expected: dict | None = None
+    directory: str | os.PathLike, blocks: datasets.Dataset, x_is_z: bool, expected: dict | None = None,
+    option: str = "--masked_sentences",
 ) -> datasets.Dataset:
     r"""
     The masked sentences of a `realm-hf mask` directory, checked against the blocks of this run and, for the names
     in `expected`, against the settings of this run (those that shape a sentence: masking, query_max_length).
+    `option` is the argument that named the directory, in messages.
 
     Raises:
         `ValueError`: naming the directory and the fix, when it is not a complete `realm-hf mask` output, or when its
@@ -193,12 +197,12 @@ def load_masked_sentences(
     metadata = read_masked_metadata(directory)
     if metadata is None:
         raise ValueError(
-            f"--masked_sentences {directory!r} holds no {MASKED_SENTENCES_FILE} (not written by `realm-hf mask`, or "
+            f"{option} {directory!r} holds no {MASKED_SENTENCES_FILE} (not written by `realm-hf mask`, or "
             "its write was interrupted); run `realm-hf mask` with this config and --masked_sentences there."
         )
     if metadata.get("format") != _FORMAT:
         raise ValueError(
-            f"--masked_sentences {directory!r} has format {metadata.get('format')!r}; this realm_hf reads format "
+            f"{option} {directory!r} has format {metadata.get('format')!r}; this realm_hf reads format "
             f"{_FORMAT}. Run `realm-hf mask` again."
         )
     made_with = metadata.get("settings", {})
@@ -207,7 +211,7 @@ def load_masked_sentences(
     }
     if differing:
         raise ValueError(
-            f"--masked_sentences {directory!r} was masked with other settings than this run's: "
+            f"{option} {directory!r} was masked with other settings than this run's: "
             + ", ".join(f"{name}={was!r} there, {now!r} here" for name, (was, now) in differing.items())
             + ". Run `realm-hf mask` again with this config, or pass the settings it was made with."
         )
@@ -217,7 +221,7 @@ def load_masked_sentences(
         checksum = blocks_checksum(blocks)
         if metadata["blocks_checksum"] != checksum or metadata["num_blocks"] != len(blocks):
             raise ValueError(
-                f"--masked_sentences {directory!r} was masked from other blocks ({metadata['num_blocks']} blocks, "
+                f"{option} {directory!r} was masked from other blocks ({metadata['num_blocks']} blocks, "
                 f"checksum {metadata['blocks_checksum']}) than this run's ({len(blocks)} blocks, checksum {checksum}): "
                 f"its sentences' source_block_id would exclude the wrong blocks. Use the corpus, max_articles, "
                 f"block_length and tokenizer it was made with ({metadata['settings']}), or run `realm-hf mask` again."
@@ -230,7 +234,8 @@ def prepare_pretraining_data(
     tokenizer, corpus_args: CorpusArguments, pretraining_args: PretrainingArguments, seed: int, tagger=None
 ) -> PretrainingData:
     """The blocks of Z and the masked sentences X of a pre-training run: read from `--masked_sentences` when given,
-    else masked here."""
+    else masked here; with another pre-training corpus and reading steps, Z's own sentences for them
+    ([`reading_sentences_of_z`])."""
     blocks = load_blocks(tokenizer, corpus_args)
     x_is_z = corpus_args.pretraining_corpus is None
     num_articles = None
@@ -245,7 +250,37 @@ def prepare_pretraining_data(
     reading = masked if x_is_z else None
     if not x_is_z and (pretraining_args.reading_warmup_steps or pretraining_args.reading_replay_every):
         # the reading steps read Z's own sentences (each with its source block), whatever X is
+        reading = reading_sentences_of_z(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger)
+    elif pretraining_args.reading_sentences is not None:
+        why = "X = Z: the reading steps read X's own sentences" if x_is_z else "this run has no reading steps"
+        raise ValueError(
+            f"--reading_sentences {pretraining_args.reading_sentences!r} is read only at the reading steps of a run "
+            f"with another pre-training corpus, but {why}; drop --reading_sentences."
+        )
+    return PretrainingData(blocks, masked, x_is_z, reading, num_articles)
+
+
+def reading_sentences_of_z(
+    tokenizer, blocks: datasets.Dataset, corpus_args: CorpusArguments, pretraining_args: PretrainingArguments,
+    seed: int, tagger=None,
+) -> datasets.Dataset:
+    r"""
+    Z's own masked sentences, read at the reading steps of a run whose X is another corpus: those of the
+    `realm-hf mask` directory `reading_sentences` when given (masked without a pre-training corpus, from these
+    blocks: e.g. the `--masked_sentences` of an X = Z run on the same corpus), else masked here (spaCy for salient
+    spans) from the blocks of `mask_source_blocks`.
+
+    Raises:
+        `ValueError`: naming the directory, when it was masked from another corpus X, from other blocks, or with
+            other masking settings.
+    """
+    if pretraining_args.reading_sentences is None:
         logger.info("Masking sentences of the knowledge corpus for the reading steps (X is another corpus)")
         z_only = dataclasses.replace(corpus_args, pretraining_corpus=None)
-        reading = mask_sentences(tokenizer, blocks, z_only, pretraining_args, seed, tagger)
-    return PretrainingData(blocks, masked, x_is_z, reading, num_articles)
+        return mask_sentences(tokenizer, blocks, z_only, pretraining_args, seed, tagger)
+    settings = masking_settings(corpus_args, pretraining_args, seed)
+    expected = {name: settings[name] for name in ("masking", "query_max_length")}
+    expected["pretraining_corpus"] = None  # sentences of Z, each pointing at its own block
+    return load_masked_sentences(
+        pretraining_args.reading_sentences, blocks, x_is_z=True, expected=expected, option="--reading_sentences"
+    )
