@@ -169,3 +169,6 @@ def test_missing_news_is_named_in_one_line_before_any_work(tmp_path):
         "docs/data.md says where it comes from; set NEWS=<its JSONL.gz, or any article file or folder>.\n"
     )
     assert not (tmp_path / "out").exists()
+    # the stages of the X = Z rows do not read news: without it they are not refused for it
+    result = run_chain(str(tmp_path / "out"), str(tmp_path), "mlm-typo", news=news)
+    assert result.returncode == 2 and "no news corpus" not in result.stderr and "unknown stage 'mlm-typo'" in result.stderr

@@ -154,7 +154,7 @@ stage() {  # stage NAME: run it and record its wall-clock seconds in OUT/stage_s
   return $status
 }
 
-missing_data() {  # one line naming what is missing, where it comes from and which variable points at it
+missing_data() {  # missing_data STAGE...: one line naming what is missing, where it comes from, which variable points at it
   local corpus
   corpus=$(sed -n 's/^corpus: *//p' "$CONFIGS-ict.yaml")
   if [[ ! -d "$QA" ]]; then
@@ -167,7 +167,11 @@ missing_data() {  # one line naming what is missing, where it comes from and whi
       "from; point at your copy with EXTRA_ARGS=\"--corpus DIR\"." >&2
     return 0
   fi
-  if [[ ! -e "$NEWS" ]]; then
+  local wanted=" ${*:-all} " needs_news=0 name
+  for name in all mask-news realm-news finetune-realm-news evaluate-realm-news; do
+    [[ "$wanted" == *" $name "* ]] && needs_news=1
+  done
+  if (( needs_news )) && [[ ! -e "$NEWS" ]]; then  # only the stages that read X = NEWS need it
     echo "run.sh: no news corpus at NEWS=$NEWS (news-bbc, the pre-training corpus X of the realm-news stage):" \
       "docs/data.md says where it comes from; set NEWS=<its JSONL.gz, or any article file or folder>." >&2
     return 0
@@ -175,7 +179,7 @@ missing_data() {  # one line naming what is missing, where it comes from and whi
   return 1
 }
 
-if missing_data; then exit 2; fi
+if missing_data "$@"; then exit 2; fi
 mkdir -p "$OUT"
 if [[ ! -f "$OUT/machine.json" ]]; then  # what the stages run on, named next to their figures
   python -c "import json, platform, torch; print(json.dumps({'gpu': torch.cuda.get_device_name() if \
