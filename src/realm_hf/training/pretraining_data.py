@@ -109,6 +109,15 @@ def masking_settings(corpus_args: CorpusArguments, pretraining_args: Pretraining
     }
 
 
+def sentence_shaping_settings(
+    corpus_args: CorpusArguments, pretraining_args: PretrainingArguments, seed: int
+) -> dict:
+    """The settings of [`masking_settings`] that shape a masked sentence (masking, query_max_length): a directory of
+    `realm-hf mask` must have been made with this run's."""
+    settings = masking_settings(corpus_args, pretraining_args, seed)
+    return {name: settings[name] for name in ("masking", "query_max_length")}
+
+
 def load_blocks(tokenizer, corpus_args: CorpusArguments) -> datasets.Dataset:
     """The first `max_articles` articles of `corpus` cut into blocks of `block_length` wordpieces (cached)."""
     articles = load_corpus_articles(corpus_args.corpus, corpus_args.max_articles)
@@ -240,8 +249,7 @@ def prepare_pretraining_data(
     x_is_z = corpus_args.pretraining_corpus is None
     num_articles = None
     if pretraining_args.masked_sentences is not None:
-        settings = masking_settings(corpus_args, pretraining_args, seed)
-        expected = {name: settings[name] for name in ("masking", "query_max_length")}
+        expected = sentence_shaping_settings(corpus_args, pretraining_args, seed)
         masked = load_masked_sentences(pretraining_args.masked_sentences, blocks, x_is_z, expected)
     else:
         source = masking_source(blocks, corpus_args, pretraining_args, seed)
@@ -278,8 +286,7 @@ def reading_sentences_of_z(
         logger.info("Masking sentences of the knowledge corpus for the reading steps (X is another corpus)")
         z_only = dataclasses.replace(corpus_args, pretraining_corpus=None)
         return mask_sentences(tokenizer, blocks, z_only, pretraining_args, seed, tagger)
-    settings = masking_settings(corpus_args, pretraining_args, seed)
-    expected = {name: settings[name] for name in ("masking", "query_max_length")}
+    expected = sentence_shaping_settings(corpus_args, pretraining_args, seed)
     expected["pretraining_corpus"] = None  # sentences of Z, each pointing at its own block
     return load_masked_sentences(
         pretraining_args.reading_sentences, blocks, x_is_z=True, expected=expected, option="--reading_sentences"
