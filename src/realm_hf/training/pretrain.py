@@ -142,8 +142,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             data = prepare_pretraining_data(self.tokenizer, corpus_args, pretraining_args, loop_args.seed, tagger)
         self.blocks, self.x_is_z, masked = data.blocks, data.x_is_z, data.masked
         self.reading = ReadingSchedule(pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every,
-                                       None if self.x_is_z else data.reading, loop_args.seed,
-                                       accelerator.num_processes, accelerator.process_index)
+                                       data.reading, loop_args.seed, accelerator.num_processes,
+                                       accelerator.process_index)
         held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
         self.train_examples = split["train"] if split else masked

@@ -44,8 +44,8 @@ _MASK_AGAIN = "it is damaged or cut short (an interrupted write or copy?): delet
 @dataclass
 class PretrainingData:
     """The blocks of Z (`block_id`, `input_ids`, ...), the masked sentences X, whether X is drawn from Z, the
-    sentences of Z read with their own block at the reading steps (`reading`: X itself when X = Z; Z's own masked
-    sentences when X is another corpus and the run has reading steps; else None), and the number of articles X was
+    sentences of Z read with their own block at the reading steps (`reading`: Z's own masked sentences when X is
+    another corpus and the run has reading steps; else None, X = Z reading X's own), and the number of articles X was
     masked from when X is another corpus masked in this run (`num_pretraining_articles`; else None)."""
 
     blocks: datasets.Dataset
@@ -79,7 +79,7 @@ class PretrainingData:
             "masked_sentences": len(self.masked),
             "training_sentences": training_sentences,
             "held_out_sentences": held_out_sentences,
-            "reading_sentences": None if self.x_is_z or self.reading is None else len(self.reading),
+            "reading_sentences": None if self.reading is None else len(self.reading),
         }
 
 
@@ -255,7 +255,7 @@ def prepare_pretraining_data(
         source = masking_source(blocks, corpus_args, pretraining_args, seed)
         num_articles = None if x_is_z else len(source)
         masked = mask_sentences(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger, source=source)
-    reading = masked if x_is_z else None
+    reading = None
     if not x_is_z and (pretraining_args.reading_warmup_steps or pretraining_args.reading_replay_every):
         # the reading steps read Z's own sentences (each with its source block), whatever X is
         reading = reading_sentences_of_z(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger)
