@@ -136,7 +136,7 @@ def build_model(args: argparse.Namespace, vocab_size: int, mask_token_id: int, w
     from realm_hf.modeling.initial_weights import packaged_minilm_path
     from realm_hf.training.arguments import CorpusArguments, ModelArguments
     from realm_hf.training.models import load_models
-    from realm_hf.training.pretrain import RealmPretrainingModel
+    from realm_hf.training.pretraining_model import RealmPretrainingModel
 
     torch.manual_seed(0)
     model_args = ModelArguments(random_init=args.random_init, length_buckets=args.length_buckets)

@@ -274,6 +274,7 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
         retriever_gate_window=recipe.get("retriever_gate_window", 10),
         retriever_learning_rate=recipe.get("retriever_learning_rate"),
         reading_replay_every=recipe.get("reading_replay_every", 0),
+        reading_loss_weight=recipe.get("reading_loss_weight", 0.0),
         **overrides,
     )
     started = time.time()

@@ -240,6 +240,15 @@ class PretrainingArguments:
             "read; the replay keeps it reading (benchmarks/results/collapse.md). 0: never."
         },
     )
+    reading_loss_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of a reading loss added to each REALM step after the reading warm-up: the step also reads "
+            "a batch of Z's sentences, each with its own block as the only candidate (the step's own sentences when "
+            "X = Z), and adds this weight times that masked-LM loss to REALM's. Unlike reading_replay_every the "
+            "retriever learns at every step (benchmarks/results/collapse.md). 0: no reading loss."
+        },
+    )
     retriever_freeze_steps: int = field(
         default=0,
         metadata={

@@ -18,13 +18,12 @@ import os
 
 import datasets
 import torch
-from torch import nn
 from transformers import AutoTokenizer
 
-from ..data.collators import RealmPretrainingCollator, pad_sequences, retriever_inputs
+from ..data.collators import RealmPretrainingCollator, pad_sequences
 from ..index import RealmIndex
 from ..evaluation.answer_match import CorpusAnswerFinder
-from ..modeling import RealmKnowledgeEncoder, RealmRetriever
+from ..modeling import RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .loop import TrainingLoop, as_examples, decay_parameter_groups
 from .models import load_models, pretraining_tokenizer_path
@@ -32,46 +31,13 @@ from ..utils.precision import resolve_embed_dtype
 from .pretrain_evaluation import held_out_sentence_figures, step_retrieval_logs, zero_shot_recall
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
+from .pretraining_model import RealmPretrainingModel
 from .pretraining_record import pretraining_record
 from .reading_steps import ReadingSchedule
 from .retriever_learning import RetrieverLearningTracker, retrieval_diversity
 from .zero3 import whole_copy
 
 logger = logging.getLogger(__name__)
-
-
-class RealmPretrainingModel(nn.Module):
-    """Retriever + knowledge-augmented encoder as one trainable module (one Accelerate/DDP wrapper)."""
-
-    def __init__(self, retriever: RealmRetriever, encoder: RealmKnowledgeEncoder):
-        super().__init__()
-        self.retriever = retriever
-        self.encoder = encoder
-
-    def forward(
-        self, batch: dict, null_candidate_index: int | None = None, train_retriever: bool = True,
-        score_candidates: bool = True,
-    ):
-        """`train_retriever=False` scores the candidates without building the retriever's graph (a frozen retriever,
-        in a single process: distributed data parallel needs every parameter in the graph); `score_candidates=False`
-        gives every candidate the same score, without running the retriever (one candidate: p(z|x) = 1)."""
-        if score_candidates:
-            with torch.set_grad_enabled(train_retriever and torch.is_grad_enabled()):
-                scores = self.retriever(**retriever_inputs(batch), null_candidate_index=null_candidate_index).relevance_scores
-        else:
-            scores = batch["input_ids"].new_zeros(batch["input_ids"].shape[:2], dtype=torch.float32)  # [B, K]
-        return self.encoder(
-            input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
-            token_type_ids=batch["token_type_ids"],
-            relevance_scores=scores,
-            labels=batch["labels"],
-            null_candidate_index=null_candidate_index,
-        )
-
-    def save_pretrained(self, directory: str) -> None:
-        self.retriever.save_pretrained(os.path.join(directory, "retriever"))
-        self.encoder.save_pretrained(os.path.join(directory, "encoder"))
 
 
 class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
@@ -143,7 +109,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         self.blocks, self.x_is_z, masked = data.blocks, data.x_is_z, data.masked
         self.reading = ReadingSchedule(pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every,
                                        data.reading, loop_args.seed, accelerator.num_processes,
-                                       accelerator.process_index)
+                                       accelerator.process_index, pretraining_args.reading_loss_weight)
         held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
         self.train_examples = split["train"] if split else masked
@@ -376,10 +342,17 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         # while the retriever is frozen its backward pass is work for nothing; several processes run it anyway (DDP
         # expects every rank to reduce the same gradients) and `frozen_parameters` drops the result
         frozen = not self.retriever_learns(self.step) and self.accelerator.num_processes == 1
+        reading_batch = None
+        if self.reading.reads_beside(self.step):  # the reading loss: the own blocks alone, in the same forward call
+            reading = self.reading.examples(self.step, examples)
+            reading_batch, _ = self.retrieve_and_collate(reading, include_source_block=True)
         out = self.model(
-            batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup
+            batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup,
+            reading_batch=reading_batch, reading_loss_weight=self.pretraining_args.reading_loss_weight,
         )
         logs = self.retrieval_logs(out, null_index)
+        if reading_batch is not None:
+            logs["reading_loss"] = out.reading_loss
         if not reading_warmup:  # ~1/B when every query retrieves the same blocks
             diversity = retrieval_diversity(self.last_retrieved_ids, len(self.blocks))
             self._step_diversity.append(diversity)

@@ -4,7 +4,8 @@ A reading step gives each masked sentence the block it came from as its only can
 retrieval) and leaves the retriever idle: the encoder learns, or keeps, reading a block that holds the masked fact.
 The first `reading_warmup_steps` are reading steps (the warm-up); with `reading_replay_every` N, so is every N-th
 step after them (the replay: without it, REALM's first steps with a poor retriever teach the encoder to lean on the
-null document, and it forgets how to read, benchmarks/results/collapse.md).
+null document, and it forgets how to read, benchmarks/results/collapse.md). With `reading_loss_weight` every step after
+the warm-up also reads (a reading loss added to REALM's, the retriever learning): `reads_beside(step)`.
 
 With X = Z a reading step reads the step's own batch. With another pre-training corpus X's sentences have no block
 in Z, so the reading steps read sentences of Z instead, in a seeded order that depends on the step alone (a resumed
@@ -29,6 +30,8 @@ class ReadingSchedule:
         seed (`int`, *optional*, defaults to 0): Seed of the order in which `sentences_of_z` are read.
         num_processes (`int`, *optional*, defaults to 1), process_index (`int`, *optional*, defaults to 0):
             Each process reads its own slice.
+        loss_weight (`float`, *optional*, defaults to 0): `reading_loss_weight`: every step that is not a reading
+            step reads as well, beside REALM's batch.
 
     Raises:
         `ValueError`: when `replay_every` is 1.
@@ -42,6 +45,7 @@ class ReadingSchedule:
         seed: int = 0,
         num_processes: int = 1,
         process_index: int = 0,
+        loss_weight: float = 0.0,
     ):
         if replay_every == 1:
             raise ValueError(
@@ -52,11 +56,16 @@ class ReadingSchedule:
         self.sentences_of_z = sentences_of_z
         self.order = None if sentences_of_z is None else np.random.default_rng(seed).permutation(len(sentences_of_z))
         self.num_processes, self.process_index = num_processes, process_index
+        self.loss_weight = loss_weight
 
     @property
     def any(self) -> bool:
         """Whether the run has reading steps at all."""
-        return self.warmup_steps > 0 or self.replay_every > 0
+        return self.warmup_steps > 0 or self.replay_every > 0 or self.loss_weight > 0
+
+    def reads_beside(self, step: int) -> bool:
+        """Whether REALM's step `step` (0-based, not a reading step) also reads, for the reading loss."""
+        return self.loss_weight > 0 and not self.is_reading_step(step)
 
     def is_reading_step(self, step: int) -> bool:
         """Whether `step` (0-based) is a reading step: one of the warm-up, or every `replay_every`-th after it."""
@@ -70,11 +79,11 @@ class ReadingSchedule:
         return step >= self.warmup_steps and every > 0 and (step - self.warmup_steps) % every == every - 1
 
     def examples(self, step: int, batch: list[dict]) -> list[dict]:
-        """What reading step `step` (0-based) reads: its own `batch` when X = Z, else the next `len(batch)`
-        sentences of Z in the seeded order (the reading steps counted from the first)."""
+        """What step `step` (0-based) reads, at a reading step or for the reading loss: its own `batch` when X = Z,
+        else the next `len(batch)` sentences of Z in the seeded order (the steps that read counted from the first)."""
         if self.sentences_of_z is None:
             return batch
-        if step < self.warmup_steps:
+        if step < self.warmup_steps or self.loss_weight > 0:  # every step reads once
             number = step
         else:  # the replay steps after the warm-up, counted on from it
             number = self.warmup_steps + (step - self.warmup_steps) // self.replay_every

@@ -1,0 +1,63 @@
+"""The module REALM pre-training trains: the retriever and the knowledge-augmented encoder as one `nn.Module`, so that
+Accelerate (DDP, DeepSpeed) wraps them once and each step is one forward call, its reading loss included."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+from ..data.collators import retriever_inputs
+from ..modeling import RealmKnowledgeEncoder, RealmRetriever
+
+
+class RealmPretrainingModel(nn.Module):
+    """Retriever + knowledge-augmented encoder as one trainable module (one Accelerate/DDP wrapper)."""
+
+    def __init__(self, retriever: RealmRetriever, encoder: RealmKnowledgeEncoder):
+        super().__init__()
+        self.retriever = retriever
+        self.encoder = encoder
+
+    def forward(
+        self, batch: dict, null_candidate_index: int | None = None, train_retriever: bool = True,
+        score_candidates: bool = True, reading_batch: dict | None = None, reading_loss_weight: float = 0.0,
+    ):
+        """`train_retriever=False` scores the candidates without building the retriever's graph (a frozen retriever,
+        in a single process: distributed data parallel needs every parameter in the graph); `score_candidates=False`
+        gives every candidate the same score, without running the retriever (one candidate: p(z|x) = 1).
+
+        With `reading_batch` (sentences each with its own block as the only candidate, `[B', 1, L]`) the returned
+        `loss` is REALM's plus `reading_loss_weight` times the masked-LM loss of reading them, and the output's
+        `reading_loss` holds the latter (detached): both in this one call, as distributed data parallel needs."""
+        if score_candidates:
+            with torch.set_grad_enabled(train_retriever and torch.is_grad_enabled()):
+                scores = self.retriever(**retriever_inputs(batch), null_candidate_index=null_candidate_index).relevance_scores
+        else:
+            scores = batch["input_ids"].new_zeros(batch["input_ids"].shape[:2], dtype=torch.float32)  # [B, K]
+        out = self.encoder(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            token_type_ids=batch["token_type_ids"],
+            relevance_scores=scores,
+            labels=batch["labels"],
+            null_candidate_index=null_candidate_index,
+        )
+        if reading_batch is not None:
+            reading = self.encoder(
+                input_ids=reading_batch["input_ids"],
+                attention_mask=reading_batch["attention_mask"],
+                token_type_ids=reading_batch["token_type_ids"],
+                relevance_scores=reading_batch["input_ids"].new_zeros(
+                    reading_batch["input_ids"].shape[:2], dtype=torch.float32
+                ),  # [B', 1]: the own block, p(z|x) = 1
+                labels=reading_batch["labels"],
+            ).loss
+            out.loss = out.loss + reading_loss_weight * reading
+            out.reading_loss = reading.detach()
+        return out
+
+    def save_pretrained(self, directory: str) -> None:
+        self.retriever.save_pretrained(os.path.join(directory, "retriever"))
+        self.encoder.save_pretrained(os.path.join(directory, "encoder"))
