@@ -353,6 +353,38 @@ def test_reading_replay_reads_the_own_block_every_nth_step_with_the_retriever_id
     assert state["data"]["pretraining_articles"] is None and state["data"]["reading_sentences"] is None
 
 
+def test_a_reading_loss_adds_the_own_block_reading_to_every_realm_step_and_the_retriever_learns_at_each(tmp_path):
+    trainer = make_trainer(tmp_path / "a", max_steps=3, refresh="0", logging_steps=1, reading_warmup_steps=1,
+                           reading_loss_weight=0.5)
+    assert [trainer.retriever_learns(step) for step in range(3)] == [False, True, True]
+    # one step's loss: REALM's marginal plus 0.5 times the masked-LM loss of each sentence read with its own block
+    examples = [trainer.train_examples[i] for i in range(4)]
+    trainer.model.eval()
+    trainer.step = 1
+    with torch.no_grad():
+        loss, logs = trainer.training_step(examples)
+        batch, null_index = trainer.retrieve_and_collate(examples)
+        realm = trainer.model(batch, null_candidate_index=null_index).loss
+        own, _ = trainer.retrieve_and_collate(examples, include_source_block=True)
+        reading = trainer.model(own, score_candidates=False).loss
+    assert own["candidate_block_ids"][:, 0].tolist() == [e["source_block_id"] for e in examples]
+    assert float(logs["reading_loss"]) == pytest.approx(float(reading), rel=1e-5)
+    assert float(loss) == pytest.approx(float(realm + 0.5 * reading), rel=1e-5)
+    trainer.model.train()
+    trainer.step = 0
+    history = trainer.train()
+    # logged at REALM's steps (2, 3), not at the warm-up's reading step; the retriever changed at both
+    assert [("reading_loss" in r) for r in history if "loss" in r] == [False, True, True]
+    with open(tmp_path / "a" / "trainer_state.json") as f:
+        record = json.load(f)["retriever_learning"]
+    assert (record["steps_learning"], record["steps_replayed"]) == (2, 0)
+
+
+def test_a_negative_reading_loss_weight_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="reading_loss_weight"):
+        PretrainingArguments(reading_loss_weight=-1.0)
+
+
 def test_reading_replay_at_every_step_is_refused(tmp_path):
     with pytest.raises(ValueError, match="reading_replay_every=1 makes every step a reading step"):
         make_trainer(tmp_path, max_steps=2, reading_replay_every=1)

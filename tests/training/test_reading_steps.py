@@ -45,3 +45,14 @@ def test_x_not_z_reads_sentences_of_z_in_a_seeded_order_each_process_its_own_sli
 def test_a_replay_at_every_step_is_refused():
     with pytest.raises(ValueError, match="reading_replay_every=1 makes every step a reading step"):
         ReadingSchedule(0, 1)
+
+
+def test_with_a_reading_loss_every_step_after_the_warm_up_reads_beside_realm_and_z_is_read_in_step_order():
+    sentences = _sentences(10)
+    schedule = ReadingSchedule(2, 0, sentences, seed=3, loss_weight=0.5)
+    assert schedule.any and ReadingSchedule(0, 0, loss_weight=0.5).any
+    assert [schedule.reads_beside(step) for step in range(4)] == [False, False, True, True]  # not in the warm-up
+    assert not ReadingSchedule(2, 0, sentences).reads_beside(3)  # no reading loss
+    # every step reads once (a reading step, or the reading loss beside REALM's): step n reads slice n
+    order = [int(i) for i in schedule.order]
+    assert [e["source_block_id"] for e in schedule.examples(3, [{}, {}])] == order[6:8]
