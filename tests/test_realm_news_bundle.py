@@ -153,6 +153,17 @@ LOAD_BACK = textwrap.dedent("""
     hub = pipeline("realm-fill-mask", model=repo_id)
     report.update(hub=fills(hub), local=fills(pipeline("realm-fill-mask", model=final)),
                   index=[hub.index.num_blocks, hub.index.manifest.fingerprint, hub.index.manifest.step])
+    from realm_hf.training.arguments import CorpusArguments, ModelArguments, OpenQaArguments
+    from realm_hf.training.models import load_open_qa_model, load_open_qa_tokenizer
+    openqa = OpenQaArguments(train_file="questions.jsonl", model=repo_id)
+    tokenizer = load_open_qa_tokenizer(openqa, ModelArguments())
+    start = load_open_qa_model(openqa, ModelArguments(), CorpusArguments(), len(tokenizer))
+    encoder = RealmKnowledgeEncoder.from_pretrained(final + "/encoder")
+    report["finetune_start"] = {
+        "retriever": same(start.retriever, RealmRetriever.from_pretrained(final + "/retriever")),
+        "reader_bert": same(start.reader.bert, encoder.bert),
+        "tokenizer": type(tokenizer).__name__.removesuffix("Fast"),
+    }
     try:
         RealmForOpenQA.from_pretrained(repo_id)
     except ValueError as error:
@@ -186,5 +197,7 @@ def test_the_published_checkpoint_loads_back_by_its_repo_id_offline(news_run, tm
         assert report["index"] == [manifest["num_blocks"], manifest["fingerprint"], 4], first
         refusal = report["open_qa"]
         assert "\n" not in refusal and refusal.startswith(f"{REPO_ID!r} is a REALM pre-training checkpoint"), refusal
-        assert f'realm-hf finetune --model "$(realm-hf download {REPO_ID})"' in refusal
+        assert f"realm-hf finetune --model {REPO_ID} --output_dir DIR" in refusal
+        # what that command starts from, read by the repo id: the run's retriever, a reader on its encoder's BERT
+        assert report["finetune_start"] == {"retriever": True, "reader_bert": True, "tokenizer": "BertTokenizer"}, first
         assert f"pipeline(\"realm-fill-mask\", model={REPO_ID!r})" in refusal

@@ -81,7 +81,7 @@ def is_pretraining_checkpoint(name_or_path: str | os.PathLike | None, **hub_kwar
 def not_a_part_error(name_or_path: str | os.PathLike, model_class: str) -> ValueError:
     """The one-line refusal of loading a `model_class` that a pre-training checkpoint does not hold."""
     name = os.fspath(name_or_path)
-    folder = shlex.quote(name) if os.path.isdir(name) else f'"$(realm-hf download {name})"'
+    folder = shlex.quote(name)  # a local folder or a Hub repo id: `finetune --model` takes either
     return ValueError(
         f"{name!r} is a REALM pre-training checkpoint (retriever/ + encoder/), which holds no {model_class}: fine-tune "
         f"it for open-domain QA first (`realm-hf finetune --model {folder} --output_dir DIR ...`, then "

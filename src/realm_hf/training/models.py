@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
 from ..configuration import (
     RealmForOpenQAConfig, RealmKnowledgeEncoderConfig, RealmReaderConfig, RealmRetrieverConfig,
 )
+from ..modeling.checkpoint_layout import is_pretraining_checkpoint
 from ..modeling.initial_weights import resolve_bert_path
 from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
 from ..modeling.retriever import load_bert_weights
@@ -19,6 +22,7 @@ __all__ = [
     "is_realm_dir",
     "load_models",
     "load_open_qa_model",
+    "load_open_qa_tokenizer",
     "open_qa_tokenizer_path",
     "pretraining_tokenizer_path",
     "untie_retriever_towers",
@@ -89,12 +93,6 @@ def _has_tokenizer(path: str) -> bool:
     return any(os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "vocab.txt"))
 
 
-def _is_pretraining_dir(path: str) -> bool:
-    return is_realm_dir(os.path.join(path, "retriever"), "realm_retriever") and is_realm_dir(
-        os.path.join(path, "encoder"), "realm_knowledge_encoder"
-    )
-
-
 def _reader_from_encoder(encoder: RealmKnowledgeEncoder, max_length: int, span_normalization: str) -> RealmReader:
     """A reader whose BERT is the pre-trained knowledge-augmented encoder's (the MLM head is dropped)."""
     reader = RealmReader(
@@ -146,8 +144,8 @@ def load_open_qa_model(
 
     - `model_args.random_init`: tiny random retriever and reader (tests, smoke runs);
     - `openqa_args.model` a `RealmForOpenQA` directory: as saved (its `top_k` replaced by `openqa_args.top_k`);
-    - `openqa_args.model` a pre-training output directory: `<dir>/retriever` and a reader whose BERT is
-      `<dir>/encoder`'s (the MLM head is dropped, the span scorer starts fresh);
+    - `openqa_args.model` a pre-training checkpoint (an output directory or a Hub repo id): its `retriever/` and a
+      reader whose BERT is its `encoder/`'s (the MLM head is dropped, the span scorer starts fresh);
     - otherwise the retriever from `openqa_args.model or model_args.retriever` (a `RealmRetriever` dir or a BERT)
       and the reader from `openqa_args.model or model_args.encoder` (a `RealmKnowledgeEncoder` / `RealmReader` dir
       or a BERT). A retriever built from BERT takes `projection_size` (0 = none), `pooling` and `share_towers`.
@@ -170,11 +168,10 @@ def load_open_qa_model(
         model = RealmForOpenQA.from_pretrained(source)
         model.config.top_k = openqa_args.top_k
         return model
-    if source is not None and _is_pretraining_dir(source):
-        retriever = RealmRetriever.from_pretrained(os.path.join(source, "retriever"))
+    if source is not None and is_pretraining_checkpoint(source):  # a local folder or a Hub repo id
+        retriever = RealmRetriever.from_pretrained(source)  # from its retriever/ folder
         reader = _reader_from_encoder(
-            RealmKnowledgeEncoder.from_pretrained(os.path.join(source, "encoder")), corpus_args.joined_max_length,
-            openqa_args.span_normalization,
+            RealmKnowledgeEncoder.from_pretrained(source), corpus_args.joined_max_length, openqa_args.span_normalization
         )
     else:
         retriever = _load_retriever(
@@ -204,6 +201,15 @@ def untie_retriever_towers(model: RealmForOpenQA) -> RealmForOpenQA:
     model.retriever = new
     model.config.retriever_config = config
     return model
+
+
+def load_open_qa_tokenizer(openqa_args: OpenQaArguments, model_args: ModelArguments) -> PreTrainedTokenizerBase:
+    """The tokenizer of the model to fine-tune: that of a pre-training checkpoint's encoder (a Hub repo id too), else
+    [`open_qa_tokenizer_path`]'s."""
+    source = resolve_bert_path(openqa_args.model) if openqa_args.model and not model_args.random_init else None
+    if source is not None and not os.path.isdir(source) and is_pretraining_checkpoint(source):
+        return AutoTokenizer.from_pretrained(source, subfolder="encoder")
+    return AutoTokenizer.from_pretrained(open_qa_tokenizer_path(openqa_args, model_args))
 
 
 def open_qa_tokenizer_path(openqa_args: OpenQaArguments, model_args: ModelArguments) -> str:

@@ -15,7 +15,6 @@ import random
 
 import torch
 from accelerate.utils import broadcast_object_list
-from transformers import AutoTokenizer
 
 from ..corpus import load_corpus_articles, split_into_blocks
 from ..data.openqa import OpenQaCollator, load_qa_examples, model_inputs
@@ -29,7 +28,7 @@ from ..modeling import RealmForOpenQA, RealmRetriever
 from ..utils.files import read_json_file
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, OpenQaArguments
 from .loop import TrainingLoop, as_examples, make_accelerator
-from .models import is_realm_dir, load_open_qa_model, open_qa_tokenizer_path, untie_retriever_towers
+from .models import is_realm_dir, load_open_qa_model, load_open_qa_tokenizer, untie_retriever_towers
 from ..utils.precision import autocast_dtype, resolve_embed_dtype
 from .zero3 import whole_copy
 
@@ -106,7 +105,7 @@ class OpenQaTrainer(TrainingLoop):
         accelerator = make_accelerator(loop_args)
         corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
         self.corpus_args, self.openqa_args = corpus_args, openqa_args
-        self.tokenizer = AutoTokenizer.from_pretrained(open_qa_tokenizer_path(openqa_args, model_args))
+        self.tokenizer = load_open_qa_tokenizer(openqa_args, model_args)
         model = load_open_qa_model(openqa_args, model_args, corpus_args, len(self.tokenizer))
         if model.retriever.doc_embedder is None and openqa_args.untie_towers:
             model = untie_retriever_towers(model)
