@@ -88,14 +88,19 @@ def _mean_sd(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
 def write_markdown(results: dict, path: str) -> None:
     half = results["half"]
     recipe = results["recipe"]
+    if recipe.get("reading_loss_weight"):
+        reading = f"a reading loss beside each step at {recipe['reading_loss_weight']:g} times REALM's"
+    elif recipe.get("reading_replay_every"):
+        reading = f"a reading step every {recipe['reading_replay_every']}"
+    else:
+        reading = "no reading after the warm-up"
     lines = [
         "# X ≠ Z against X = Z: REALM on the news variant of the hard knowledge task",
         "",
         f"{results['machine']}. {results['task']}. The tiny hard-task recipe (`HARD_TASK_RECIPE`: ICT "
         f"{recipe['ict_steps']} steps and reading warm-up {recipe['reading_warmup_steps']} steps on Z, once per seed; "
-        f"then REALM {recipe['steps']} steps, batch {recipe['batch_size']}, a reading step every "
-        f"{recipe['reading_replay_every']}), the same for every setting. X ≠ Z: the news sentences are the "
-        "pre-training corpus; X = Z: Z's own sentences, each with its own block excluded. Figures are on "
+        f"then REALM {recipe['steps']} steps, batch {recipe['batch_size']}, {reading}), the same for every setting. "
+        "X ≠ Z: the news sentences are the pre-training corpus; X = Z: Z's own sentences, each with its own block excluded. Figures are on "
         + ("the 'report' half of the held-out sentences, which no choice looked at."
            if half == "report" else "the 'choose' half of the held-out sentences (for choosing, not for reporting)."),
         "",
