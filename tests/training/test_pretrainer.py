@@ -313,6 +313,29 @@ def test_reading_steps_with_another_pretraining_corpus_read_sentences_of_the_kno
     }
 
 
+def test_a_reading_loss_with_another_pretraining_corpus_reads_sentences_of_the_knowledge_corpus(tmp_path):
+    corpus = tmp_path / "x.jsonl"
+    news = ["Paris is the capital of France.", "It rains in London in November.", "Berlin hosted the games."]
+    corpus.write_text("".join(json.dumps({"id": str(i), "title": "News", "text": t}) + "\n" for i, t in enumerate(news)))
+    loop = LoopArguments(output_dir=str(tmp_path / "out"), max_steps=3, per_device_batch_size=2, report_to="none",
+                         logging_steps=1, save_steps=0)
+    trainer = RealmPretrainer(
+        loop, ModelArguments(random_init=True),
+        CorpusArguments(corpus="embedded", max_articles=4, block_length=64, query_max_length=32,
+                        joined_max_length=96, embed_dtype="float32", pretraining_corpus=str(corpus)),
+        PretrainingArguments(num_candidates=4, refresh_mode="thread", refresh_schedule="0", eval_mlm_examples=0,
+                             reading_loss_weight=1.0),
+    )
+    z_sentences = trainer.reading.sentences_of_z
+    assert z_sentences is not None and not trainer.x_is_z
+    x_batch = [trainer.train_examples[0], trainer.train_examples[1]]
+    read = trainer.reading.examples(1, x_batch)  # step 1 reads Z's sentences 2-3 of the seeded order
+    assert [e["source_block_id"] for e in read] == [z_sentences[int(i)]["source_block_id"]
+                                                   for i in trainer.reading.order[2:4]]
+    history = trainer.train()
+    assert [("reading_loss" in r, "retrieved_distinct" in r) for r in history if "loss" in r] == [(True, True)] * 3
+
+
 def test_reading_replay_reads_the_own_block_every_nth_step_with_the_retriever_idle(tmp_path, caplog):
     trainer = make_trainer(tmp_path, max_steps=5, refresh="0", logging_steps=1, reading_warmup_steps=1,
                            reading_replay_every=2)
