@@ -273,19 +273,25 @@ def test_index_versions_share_the_corpus_files_and_another_corpus_in_the_output_
         )
 
 
-def test_reading_steps_with_another_pretraining_corpus_read_sentences_of_the_knowledge_corpus(tmp_path):
+def news_trainer(tmp_path, max_steps: int, **pretraining_kwargs) -> RealmPretrainer:
+    """A tiny run whose pre-training corpus X is three news sentences (X != Z: Z is the embedded articles)."""
     corpus = tmp_path / "x.jsonl"
     news = ["Paris is the capital of France.", "It rains in London in November.", "Berlin hosted the games."]
     corpus.write_text("".join(json.dumps({"id": str(i), "title": "News", "text": t}) + "\n" for i, t in enumerate(news)))
-    loop = LoopArguments(output_dir=str(tmp_path / "out"), max_steps=4, per_device_batch_size=2, report_to="none",
-                         logging_steps=1, save_steps=0)
-    trainer = RealmPretrainer(
+    loop = LoopArguments(output_dir=str(tmp_path / "out"), max_steps=max_steps, per_device_batch_size=2,
+                         report_to="none", logging_steps=1, save_steps=0)
+    return RealmPretrainer(
         loop, ModelArguments(random_init=True),
         CorpusArguments(corpus="embedded", max_articles=4, block_length=64, query_max_length=32,
                         joined_max_length=96, embed_dtype="float32", pretraining_corpus=str(corpus)),
         PretrainingArguments(num_candidates=4, refresh_mode="thread", refresh_schedule="0", eval_mlm_examples=0,
-                             reading_warmup_steps=1, reading_replay_every=2),
+                             **pretraining_kwargs),
     )
+
+
+def test_reading_steps_with_another_pretraining_corpus_read_sentences_of_the_knowledge_corpus(tmp_path):
+    trainer = news_trainer(tmp_path, max_steps=4, reading_warmup_steps=1, reading_replay_every=2)
+    corpus = tmp_path / "x.jsonl"
     assert not trainer.x_is_z and set(trainer.train_examples["source_block_id"]) == {-1}  # X: no block of Z
     z_sentences = trainer.reading.sentences_of_z
     assert len(z_sentences) > 4 and all(0 <= i < len(trainer.blocks) for i in z_sentences["source_block_id"])
@@ -314,18 +320,7 @@ def test_reading_steps_with_another_pretraining_corpus_read_sentences_of_the_kno
 
 
 def test_a_reading_loss_with_another_pretraining_corpus_reads_sentences_of_the_knowledge_corpus(tmp_path):
-    corpus = tmp_path / "x.jsonl"
-    news = ["Paris is the capital of France.", "It rains in London in November.", "Berlin hosted the games."]
-    corpus.write_text("".join(json.dumps({"id": str(i), "title": "News", "text": t}) + "\n" for i, t in enumerate(news)))
-    loop = LoopArguments(output_dir=str(tmp_path / "out"), max_steps=3, per_device_batch_size=2, report_to="none",
-                         logging_steps=1, save_steps=0)
-    trainer = RealmPretrainer(
-        loop, ModelArguments(random_init=True),
-        CorpusArguments(corpus="embedded", max_articles=4, block_length=64, query_max_length=32,
-                        joined_max_length=96, embed_dtype="float32", pretraining_corpus=str(corpus)),
-        PretrainingArguments(num_candidates=4, refresh_mode="thread", refresh_schedule="0", eval_mlm_examples=0,
-                             reading_loss_weight=1.0),
-    )
+    trainer = news_trainer(tmp_path, max_steps=3, reading_loss_weight=1.0)
     z_sentences = trainer.reading.sentences_of_z
     assert z_sentences is not None and not trainer.x_is_z
     x_batch = [trainer.train_examples[0], trainer.train_examples[1]]
