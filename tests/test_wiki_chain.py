@@ -53,6 +53,7 @@ def run_chain(out: str, qa: str, *stages: str, news: str | None = None) -> subpr
         "ACCELERATE_CONFIG": "examples/configs/accelerate-cpu.yaml",
         "EVAL_QUESTIONS": "20",
         "PARALLEL": "1",  # the rows' branches at the same time (the sequential order is the simpler path)
+        "OMP_NUM_THREADS": "1",  # one thread per branch: accelerate would give each process every core (oversubscribed)
         "HF_HUB_OFFLINE": "1",
         "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
     }
