@@ -35,8 +35,17 @@ class RealmPretrainingModel(nn.Module):
             with torch.set_grad_enabled(train_retriever and torch.is_grad_enabled()):
                 scores = self.retriever(**retriever_inputs(batch), null_candidate_index=null_candidate_index).relevance_scores
         else:
-            scores = batch["input_ids"].new_zeros(batch["input_ids"].shape[:2], dtype=torch.float32)  # [B, K]
-        out = self.encoder(
+            scores = _equal_scores(batch)
+        out = self._encode(batch, scores, null_candidate_index)
+        if reading_batch is not None:
+            reading = self._encode(reading_batch, _equal_scores(reading_batch)).loss  # the own block: p(z|x) = 1
+            out.loss = out.loss + reading_loss_weight * reading
+            out.reading_loss = reading.detach()
+        return out
+
+    def _encode(self, batch: dict, scores: torch.Tensor, null_candidate_index: int | None = None):
+        """The knowledge-augmented encoder on a candidate batch, its candidates scored `scores` `[B, K]`."""
+        return self.encoder(
             input_ids=batch["input_ids"],
             attention_mask=batch["attention_mask"],
             token_type_ids=batch["token_type_ids"],
@@ -44,20 +53,12 @@ class RealmPretrainingModel(nn.Module):
             labels=batch["labels"],
             null_candidate_index=null_candidate_index,
         )
-        if reading_batch is not None:
-            reading = self.encoder(
-                input_ids=reading_batch["input_ids"],
-                attention_mask=reading_batch["attention_mask"],
-                token_type_ids=reading_batch["token_type_ids"],
-                relevance_scores=reading_batch["input_ids"].new_zeros(
-                    reading_batch["input_ids"].shape[:2], dtype=torch.float32
-                ),  # [B', 1]: the own block, p(z|x) = 1
-                labels=reading_batch["labels"],
-            ).loss
-            out.loss = out.loss + reading_loss_weight * reading
-            out.reading_loss = reading.detach()
-        return out
 
     def save_pretrained(self, directory: str) -> None:
         self.retriever.save_pretrained(os.path.join(directory, "retriever"))
         self.encoder.save_pretrained(os.path.join(directory, "encoder"))
+
+
+def _equal_scores(batch: dict) -> torch.Tensor:
+    """The same score for every candidate of `batch`, `[B, K]` (without running the retriever)."""
+    return batch["input_ids"].new_zeros(batch["input_ids"].shape[:2], dtype=torch.float32)
