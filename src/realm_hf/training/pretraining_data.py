@@ -32,6 +32,7 @@ from ..corpus.store import RaggedRows
 from ..data.masking import build_masked_dataset
 from ..utils.files import read_json_file, reading_file
 from .arguments import CorpusArguments, PretrainingArguments
+from .reading_steps import ReadingSchedule
 
 logger = logging.getLogger(__name__)
 
@@ -256,8 +257,8 @@ def prepare_pretraining_data(
         num_articles = None if x_is_z else len(source)
         masked = mask_sentences(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger, source=source)
     reading = None
-    if not x_is_z and (pretraining_args.reading_warmup_steps or pretraining_args.reading_replay_every
-                       or pretraining_args.reading_loss_weight):
+    if not x_is_z and ReadingSchedule.reads(pretraining_args.reading_warmup_steps,
+                                            pretraining_args.reading_replay_every, pretraining_args.reading_loss_weight):
         # the reading steps read Z's own sentences (each with its source block), whatever X is
         reading = reading_sentences_of_z(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger)
     elif pretraining_args.reading_sentences is not None:

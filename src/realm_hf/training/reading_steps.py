@@ -58,10 +58,16 @@ class ReadingSchedule:
         self.num_processes, self.process_index = num_processes, process_index
         self.loss_weight = loss_weight
 
+    @staticmethod
+    def reads(warmup_steps: int, replay_every: int, loss_weight: float) -> bool:
+        """Whether a run with these settings reads sentences with their own block at all (a warm-up, a replay or a
+        reading loss): with another pre-training corpus it then needs sentences of Z."""
+        return warmup_steps > 0 or replay_every > 0 or loss_weight > 0
+
     @property
     def any(self) -> bool:
-        """Whether the run has reading steps at all."""
-        return self.warmup_steps > 0 or self.replay_every > 0 or self.loss_weight > 0
+        """Whether the run has reading steps or a reading loss at all."""
+        return self.reads(self.warmup_steps, self.replay_every, self.loss_weight)
 
     def reads_beside(self, step: int) -> bool:
         """Whether REALM's step `step` (0-based, not a reading step) also reads, for the reading loss."""
