@@ -398,6 +398,36 @@ def test_a_reading_loss_adds_the_own_block_reading_to_every_realm_step_and_the_r
     assert (record["steps_learning"], record["steps_replayed"]) == (2, 0)
 
 
+def test_encoder_freeze_steps_rest_the_encoder_after_the_warmup_while_the_retriever_learns(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=5, refresh="0", reading_warmup_steps=1, encoder_freeze_steps=2)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    states = []  # (encoder, retriever) after each step
+    on_step_end = trainer.on_step_end
+
+    def record(step):
+        states.append(tuple({k: v.detach().clone() for k, v in m.state_dict().items()}
+                            for m in (model.encoder, model.retriever)))
+        return on_step_end(step)
+
+    trainer.on_step_end = record
+    start = tuple({k: v.detach().clone() for k, v in m.state_dict().items()} for m in (model.encoder, model.retriever))
+    trainer.train()
+
+    def changed(before, after):
+        return any(not torch.equal(before[k], after[k]) for k in before)
+
+    states = [start, *states]
+    # step 1: the reading warm-up (encoder only); steps 2-3: the retriever only; steps 4-5: both
+    assert [changed(a[0], b[0]) for a, b in zip(states, states[1:])] == [True, False, False, True, True]
+    assert [changed(a[1], b[1]) for a, b in zip(states, states[1:])] == [False, True, True, True, True]
+
+
+def test_encoder_freeze_steps_with_the_utility_gate_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="encoder_freeze_steps=3 lets only the retriever learn, but "
+                                         "retriever_gate_utility=0.2"):
+        make_trainer(tmp_path, max_steps=5, encoder_freeze_steps=3, retriever_gate_utility=0.2)
+
+
 def test_a_negative_reading_loss_weight_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="reading_loss_weight"):
         PretrainingArguments(reading_loss_weight=-1.0)

@@ -249,6 +249,17 @@ class PretrainingArguments:
             "retriever learns at every step (benchmarks/results/collapse.md). 0: no reading loss."
         },
     )
+    encoder_freeze_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Steps after the reading warm-up during which only the retriever learns (the encoder's and its MLM "
+            "head's learning rate is 0, then it warms up again). While the retriever still finds the wrong blocks, "
+            "REALM's loss teaches the encoder to predict without reading them and it forgets how to read (held-out "
+            "reading fell from 35 to 25 per cent of blanks in 100 steps even with a frozen retriever); frozen, the encoder reads as the "
+            "warm-up left it until retrieval is right (benchmarks/results/collapse.md). Not with "
+            "retriever_gate_utility, which waits for the encoder to read. 0: never frozen."
+        },
+    )
     retriever_freeze_steps: int = field(
         default=0,
         metadata={

@@ -101,12 +101,22 @@ def linear_schedule(step: int, warmup_steps: int, total_steps: int, start_step: 
     return max(0.0, (total_steps - step) / max(1, total_steps - start_step - warmup_steps))
 
 
+# parameter-group options read by the schedule, not by the optimizer
+SCHEDULE_OPTIONS = ("start_step", "pause_steps")
+
+
 def _group_schedule(
-    step: int, warmup_steps: int, total_steps: int, start_step: int | Callable[[], int | None], processes: int
+    step: int, warmup_steps: int, total_steps: int, start_step: int | Callable[[], int | None], processes: int,
+    pause_steps: tuple[int, int] | None = None,
 ) -> float:
     """`linear_schedule` of one parameter group; a callable `start_step` is asked at every step (it returns None
-    until the trainer decides that the group starts learning, e.g. the retriever's utility gate)."""
+    until the trainer decides that the group starts learning, e.g. the retriever's utility gate). During
+    `pause_steps` (`(first, end)`, optimizer steps) the group does not learn, and its warm-up starts again at `end`."""
     start = start_step() if callable(start_step) else start_step
+    if pause_steps is not None and start is not None and step >= pause_steps[0] * processes:
+        if step < pause_steps[1] * processes:
+            return 0.0
+        start = max(start, pause_steps[1])
     return linear_schedule(step, warmup_steps, total_steps, None if start is None else start * processes)
 
 
@@ -135,11 +145,11 @@ class TrainingLoop:
         self.args = args
         self.accelerator = accelerator or make_accelerator(args)
         groups = self.parameter_groups(model)
-        # `start_step` is the schedule's, not the optimizer's (a callable would not survive its state_dict)
+        # `start_step` and `pause_steps` are the schedule's, not the optimizer's (a callable would not survive its state_dict)
         # the fused kernel: one pass over all parameters instead of a loop of small ops (several times faster on the
         # CPU; docs/experiments.md, Speed)
         optimizer = torch.optim.AdamW(
-            [{k: v for k, v in group.items() if k != "start_step"} for group in groups], lr=args.learning_rate,
+            [{k: v for k, v in group.items() if k not in SCHEDULE_OPTIONS} for group in groups], lr=args.learning_rate,
             fused=self.accelerator.device.type in ("cpu", "cuda") or None,
         )
         # Accelerate steps a prepared scheduler once per process per optimizer step
@@ -148,7 +158,7 @@ class TrainingLoop:
             functools.partial(
                 _group_schedule, warmup_steps=args.warmup_steps * processes,
                 total_steps=max(args.max_steps, 1) * processes, start_step=group.get("start_step", 0),
-                processes=processes,
+                processes=processes, pause_steps=group.get("pause_steps"),
             )
             for group in groups
         ]

@@ -72,6 +72,12 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
                 f"retriever_gate_utility={pretraining_args.retriever_gate_utility} measures reading against the null "
                 "document, but use_null_document=False. Keep the null document, or drop the gate."
             )
+        if pretraining_args.encoder_freeze_steps and pretraining_args.retriever_gate_utility is not None:
+            raise ValueError(
+                f"encoder_freeze_steps={pretraining_args.encoder_freeze_steps} lets only the retriever learn, but "
+                f"retriever_gate_utility={pretraining_args.retriever_gate_utility} keeps the retriever waiting until "
+                "the encoder learns to read. Drop one of the two."
+            )
         if pretraining_args.retriever_gate_window < 1:
             raise ValueError(f"retriever_gate_window must be at least 1, got {pretraining_args.retriever_gate_window}.")
         accelerator = make_accelerator(
@@ -158,8 +164,9 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         return None
 
     def parameter_groups(self, model: RealmPretrainingModel) -> list[dict]:
-        """The encoder's BERT, its MLM head (at `mlm_head_learning_rate` when given) and the retriever (from
-        `retriever_start_step`, at `retriever_learning_rate` when given)."""
+        """The encoder's BERT, its MLM head (at `mlm_head_learning_rate` when given; both paused for
+        `encoder_freeze_steps` after the reading warm-up) and the retriever (from `retriever_start_step`, at
+        `retriever_learning_rate` when given)."""
         weight_decay, args = self.args.weight_decay, self.pretraining_args
 
         def options(learning_rate: float | None, **extra) -> dict:
@@ -168,9 +175,12 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         def is_head(name: str) -> bool:
             return name.startswith("encoder.mlm_head.")
 
+        # the encoder and its head rest for encoder_freeze_steps after the reading warm-up
+        first = args.reading_warmup_steps
+        encoder = {"pause_steps": (first, first + args.encoder_freeze_steps)} if args.encoder_freeze_steps else {}
         return [
-            *decay_parameter_groups(model, weight_decay, lambda n: n.startswith("encoder.") and not is_head(n)),
-            *decay_parameter_groups(model, weight_decay, is_head, **options(args.mlm_head_learning_rate)),
+            *decay_parameter_groups(model, weight_decay, lambda n: n.startswith("encoder.") and not is_head(n), **encoder),
+            *decay_parameter_groups(model, weight_decay, is_head, **options(args.mlm_head_learning_rate, **encoder)),
             *decay_parameter_groups(
                 model, weight_decay, lambda n: n.startswith("retriever."),
                 # asked at every step: the utility gate decides the retriever's start during training
