@@ -253,11 +253,11 @@ class PretrainingArguments:
         default=0,
         metadata={
             "help": "Steps after the reading warm-up during which only the retriever learns (the encoder's and its MLM "
-            "head's learning rate is 0, then it warms up again). While the retriever still finds the wrong blocks, "
-            "REALM's loss teaches the encoder to predict without reading them and it forgets how to read (held-out "
-            "reading fell from 35 to 25 per cent of blanks in 100 steps even with a frozen retriever); frozen, the encoder reads as the "
-            "warm-up left it until retrieval is right (benchmarks/results/collapse.md). Not with "
-            "retriever_gate_utility, which waits for the encoder to read. 0: never frozen."
+            "head's learning rate is 0, then it warms up again). Made to test whether REALM's first steps cost the "
+            "encoder its reading because the retriever still finds the wrong blocks: frozen for 100 steps it kept "
+            "reading while retrieval came right, then lost as much once it learned (benchmarks/results/collapse.md); "
+            "the reading loss (reading_loss_weight) is what keeps it. Not with retriever_gate_utility, which waits for "
+            "the encoder to read. 0: never frozen."
         },
     )
     retriever_freeze_steps: int = field(

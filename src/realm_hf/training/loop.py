@@ -145,7 +145,8 @@ class TrainingLoop:
         self.args = args
         self.accelerator = accelerator or make_accelerator(args)
         groups = self.parameter_groups(model)
-        # `start_step` and `pause_steps` are the schedule's, not the optimizer's (a callable would not survive its state_dict)
+        # `start_step` and `pause_steps` are the schedule's, not the optimizer's (a callable would not survive its
+        # state_dict)
         # the fused kernel: one pass over all parameters instead of a loop of small ops (several times faster on the
         # CPU; docs/experiments.md, Speed)
         optimizer = torch.optim.AdamW(
