@@ -422,6 +422,16 @@ def test_encoder_freeze_steps_rest_the_encoder_after_the_warmup_while_the_retrie
     assert [changed(a[1], b[1]) for a, b in zip(states, states[1:])] == [False, True, True, True, True]
 
 
+def test_encoder_freeze_steps_that_cover_the_rest_of_the_run_are_said_in_one_warning(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="realm_hf.training.pretrain"):
+        make_trainer(tmp_path / "a", max_steps=5, reading_warmup_steps=1, encoder_freeze_steps=3)
+    assert not [r for r in caplog.records if "encoder_freeze_steps" in r.getMessage()]
+    with caplog.at_level("WARNING", logger="realm_hf.training.pretrain"):
+        make_trainer(tmp_path / "b", max_steps=5, reading_warmup_steps=1, encoder_freeze_steps=4)
+    [record] = [r for r in caplog.records if "encoder_freeze_steps" in r.getMessage()]
+    assert record.getMessage().startswith("encoder_freeze_steps=4 covers every step after the reading warm-up (4 of 5)")
+
+
 def test_encoder_freeze_steps_with_the_utility_gate_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="encoder_freeze_steps=3 lets only the retriever learn, but "
                                          "retriever_gate_utility=0.2"):

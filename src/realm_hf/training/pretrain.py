@@ -78,6 +78,14 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
                 f"retriever_gate_utility={pretraining_args.retriever_gate_utility} keeps the retriever waiting until "
                 "the encoder learns to read. Drop one of the two."
             )
+        frozen_until = pretraining_args.reading_warmup_steps + pretraining_args.encoder_freeze_steps
+        if pretraining_args.encoder_freeze_steps and frozen_until >= loop_args.max_steps:
+            logger.warning(
+                "encoder_freeze_steps=%d covers every step after the reading warm-up (%d of %d): the encoder learns "
+                "only in the warm-up. Lower --encoder_freeze_steps or raise --max_steps.",
+                pretraining_args.encoder_freeze_steps, loop_args.max_steps - pretraining_args.reading_warmup_steps,
+                loop_args.max_steps,
+            )
         if pretraining_args.retriever_gate_window < 1:
             raise ValueError(f"retriever_gate_window must be at least 1, got {pretraining_args.retriever_gate_window}.")
         accelerator = make_accelerator(
