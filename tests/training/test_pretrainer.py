@@ -436,6 +436,14 @@ def test_encoder_freeze_steps_with_the_utility_gate_is_refused_in_one_line(tmp_p
     with pytest.raises(ValueError, match="encoder_freeze_steps=3 lets only the retriever learn, but "
                                          "retriever_gate_utility=0.2"):
         make_trainer(tmp_path, max_steps=5, encoder_freeze_steps=3, retriever_gate_utility=0.2)
+    with pytest.raises(ValueError, match="retriever_gate_utility=0.0 keeps the retriever waiting"):
+        make_trainer(tmp_path, max_steps=5, encoder_freeze_steps=3, retriever_gate_utility=0.0)
+
+
+def test_encoder_freeze_steps_with_reading_replay_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="encoder_freeze_steps=3 lets only the retriever learn, but "
+                                         "reading_replay_every=2 idles the retriever at its reading steps"):
+        make_trainer(tmp_path, max_steps=5, encoder_freeze_steps=3, reading_replay_every=2)
 
 
 def test_a_negative_reading_loss_weight_is_refused_in_one_line(tmp_path):

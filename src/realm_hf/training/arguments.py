@@ -256,8 +256,8 @@ class PretrainingArguments:
             "head's learning rate is 0, then it warms up again). Made to test whether REALM's first steps cost the "
             "encoder its reading because the retriever still finds the wrong blocks: frozen for 100 steps it kept "
             "reading while retrieval came right, then lost as much once it learned (benchmarks/results/collapse.md); "
-            "the reading loss (reading_loss_weight) is what keeps it. Not with retriever_gate_utility, which waits for "
-            "the encoder to read. 0: never frozen."
+            "the reading loss (reading_loss_weight) is what keeps it. Not with retriever_gate_utility or "
+            "reading_replay_every, under which nothing learns while the encoder rests. 0: never frozen."
         },
     )
     retriever_freeze_steps: int = field(

@@ -72,12 +72,19 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
                 f"retriever_gate_utility={pretraining_args.retriever_gate_utility} measures reading against the null "
                 "document, but use_null_document=False. Keep the null document, or drop the gate."
             )
-        if pretraining_args.encoder_freeze_steps and pretraining_args.retriever_gate_utility is not None:
-            raise ValueError(
-                f"encoder_freeze_steps={pretraining_args.encoder_freeze_steps} lets only the retriever learn, but "
-                f"retriever_gate_utility={pretraining_args.retriever_gate_utility} keeps the retriever waiting until "
-                "the encoder learns to read. Drop one of the two."
-            )
+        # settings under which nothing learns while the encoder is paused (a gate of 0 nats is a gate too)
+        idle_while_paused = {
+            "retriever_gate_utility": (pretraining_args.retriever_gate_utility is not None,
+                                       "keeps the retriever waiting until the encoder learns to read"),
+            "reading_replay_every": (pretraining_args.reading_replay_every > 0,
+                                     "idles the retriever at its reading steps, which only the encoder learns from"),
+        }
+        for name, (is_set, why) in idle_while_paused.items():
+            if pretraining_args.encoder_freeze_steps and is_set:
+                raise ValueError(
+                    f"encoder_freeze_steps={pretraining_args.encoder_freeze_steps} lets only the retriever learn, but "
+                    f"{name}={getattr(pretraining_args, name)} {why}. Drop one of the two."
+                )
         frozen_until = pretraining_args.reading_warmup_steps + pretraining_args.encoder_freeze_steps
         if pretraining_args.encoder_freeze_steps and frozen_until >= loop_args.max_steps:
             logger.warning(
