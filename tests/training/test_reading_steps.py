@@ -56,3 +56,30 @@ def test_with_a_reading_loss_every_step_after_the_warm_up_reads_beside_realm_and
     # every step reads once (a reading step, or the reading loss beside REALM's): step n reads slice n
     order = [int(i) for i in schedule.order]
     assert [e["source_block_id"] for e in schedule.examples(3, [{}, {}])] == order[6:8]
+
+
+def test_a_reading_loss_batch_size_reads_that_many_sentences_each_step_in_a_seeded_order():
+    own = _sentences(10)  # X = Z: the training sentences themselves
+    ranks = [ReadingSchedule(1, 0, seed=5, num_processes=2, process_index=p, loss_weight=30.0, loss_batch_size=3,
+                             own_sentences=own) for p in (0, 1)]
+    batch = [{"input_ids": [9], "source_block_id": 9}]
+    assert ranks[0].examples(0, batch) is batch  # the warm-up reads the step's own batch, whatever the size
+    order = [int(i) for i in ranks[0].order]
+    read = [[e["source_block_id"] for e in rank.examples(2, batch)] for rank in ranks]
+    # step 2 reads slice 2 * 2 + p of 3 sentences, wrapping around the 10
+    assert read[0] == [order[i % 10] for i in range(12, 15)] and read[1] == [order[i % 10] for i in range(15, 18)]
+    x_not_z = ReadingSchedule(0, 0, _sentences(10), seed=5, loss_weight=1.0, loss_batch_size=4)
+    assert len(x_not_z.examples(0, batch)) == 4  # Z's sentences, 4 a step instead of REALM's 1
+    with pytest.raises(ValueError, match="own_sentences"):
+        ReadingSchedule(0, 0, loss_weight=1.0, loss_batch_size=4)
+
+
+def test_a_reading_loss_batch_size_without_a_reading_loss_is_refused_in_one_line():
+    from realm_hf.training.arguments import PretrainingArguments
+
+    with pytest.raises(ValueError, match=r"--reading_loss_batch_size 48 sizes the reading loss, but "
+                                         r"--reading_loss_weight is 0: set --reading_loss_weight"):
+        PretrainingArguments(reading_loss_batch_size=48)
+    with pytest.raises(ValueError, match="reading_loss_batch_size"):
+        PretrainingArguments(reading_loss_weight=1.0, reading_loss_batch_size=0)
+    assert PretrainingArguments(reading_loss_weight=1.0, reading_loss_batch_size=48).reading_loss_batch_size == 48

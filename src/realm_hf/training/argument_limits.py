@@ -76,6 +76,7 @@ LIMITS: dict[str, Limit] = {
     "eval_max_questions": _COUNT, "eval_mlm_examples": _STEPS, "reading_warmup_steps": _STEPS,
     "reading_replay_every": _STEPS, "retriever_freeze_steps": _STEPS, "encoder_freeze_steps": _STEPS,
     "reading_loss_weight": Limit(0, why="a multiple of the reading masked-LM loss added to REALM's; 0: none"),
+    "reading_loss_batch_size": _COUNT,
     "retriever_gate_utility": Limit(
         -10, 10, why="nats of reading utility per masked span, such as 0.2: a gate beyond 10 never opens (the "
         "encoder would have to make the answer e^10 = 22,000 times likelier with the block than without), one below "

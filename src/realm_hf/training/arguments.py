@@ -249,6 +249,15 @@ class PretrainingArguments:
             "retriever learns at every step (benchmarks/results/collapse.md). 0: no reading loss."
         },
     )
+    reading_loss_batch_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Sentences each process reads for the reading loss at each step, each with its own block alone, "
+            "drawn in a seeded order from the training sentences (Z's when X is another corpus): more reading per "
+            "step than REALM's batch holds, with the same weight. Default: REALM's batch (its own sentences when X = "
+            "Z). Needs reading_loss_weight."
+        },
+    )
     encoder_freeze_steps: int = field(
         default=0,
         metadata={
@@ -311,6 +320,12 @@ class PretrainingArguments:
 
     def __post_init__(self) -> None:
         check_limits(self)
+        if self.reading_loss_batch_size is not None and not self.reading_loss_weight > 0:
+            raise ValueError(
+                f"--reading_loss_batch_size {self.reading_loss_batch_size} sizes the reading loss, but "
+                f"--reading_loss_weight is {self.reading_loss_weight:g}: set --reading_loss_weight (e.g. 30), or drop "
+                "--reading_loss_batch_size."
+            )
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
         if self.refresh_time_share is not None and self.refresh_mode not in (None, "paced"):

@@ -128,13 +128,15 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         with accelerator.main_process_first():
             data = prepare_pretraining_data(self.tokenizer, corpus_args, pretraining_args, loop_args.seed, tagger)
         self.blocks, self.x_is_z, masked = data.blocks, data.x_is_z, data.masked
-        self.reading = ReadingSchedule(pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every,
-                                       data.reading, loop_args.seed, accelerator.num_processes,
-                                       accelerator.process_index, pretraining_args.reading_loss_weight)
         held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
         self.train_examples = split["train"] if split else masked
         self.eval_examples = split["test"] if split else eval_examples
+        self.reading = ReadingSchedule(pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every,
+                                       data.reading, loop_args.seed, accelerator.num_processes,
+                                       accelerator.process_index, pretraining_args.reading_loss_weight,
+                                       pretraining_args.reading_loss_batch_size,
+                                       self.train_examples if self.x_is_z else None)
         given = eval_examples is not None  # evaluation sentences handed to the trainer: none of X is held out
         self.data_record = data.record(corpus_args, len(self.train_examples), None if given else held_out)
         self._arguments = (loop_args, model_args, corpus_args, pretraining_args)

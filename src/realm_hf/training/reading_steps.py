@@ -9,7 +9,9 @@ the warm-up also reads (a reading loss added to REALM's, the retriever learning)
 
 With X = Z a reading step reads the step's own batch. With another pre-training corpus X's sentences have no block
 in Z, so the reading steps read sentences of Z instead, in a seeded order that depends on the step alone (a resumed
-run reads on where it stopped), a different slice on each process.
+run reads on where it stopped), a different slice on each process. With `reading_loss_batch_size` the reading loss
+reads that many sentences of the seeded order at each step instead (X's own training sentences when X = Z): more
+reading per step than REALM's batch holds.
 """
 
 from __future__ import annotations
@@ -32,9 +34,14 @@ class ReadingSchedule:
             Each process reads its own slice.
         loss_weight (`float`, *optional*, defaults to 0): `reading_loss_weight`: every step that is not a reading
             step reads as well, beside REALM's batch.
+        loss_batch_size (`int`, *optional*): `reading_loss_batch_size`: the sentences each process reads for the
+            reading loss at each step, from the seeded order; None: as many as REALM's batch (the batch itself when
+            X = Z).
+        own_sentences (`datasets.Dataset`, *optional*): When X = Z, the training sentences (with `source_block_id`)
+            the reading loss reads from with `loss_batch_size`.
 
     Raises:
-        `ValueError`: when `replay_every` is 1.
+        `ValueError`: when `replay_every` is 1, or `loss_batch_size` is given with X = Z but no `own_sentences`.
     """
 
     def __init__(
@@ -46,15 +53,22 @@ class ReadingSchedule:
         num_processes: int = 1,
         process_index: int = 0,
         loss_weight: float = 0.0,
+        loss_batch_size: int | None = None,
+        own_sentences: datasets.Dataset | None = None,
     ):
         if replay_every == 1:
             raise ValueError(
                 "reading_replay_every=1 makes every step a reading step, so the retriever never learns. Use 2 or more "
                 "(every N-th step reads), or 0 (no replay)."
             )
+        if loss_batch_size is not None and sentences_of_z is None and own_sentences is None:
+            raise ValueError("X = Z with reading_loss_batch_size: pass the training sentences as own_sentences.")
         self.warmup_steps, self.replay_every = warmup_steps, replay_every
         self.sentences_of_z = sentences_of_z
-        self.order = None if sentences_of_z is None else np.random.default_rng(seed).permutation(len(sentences_of_z))
+        self.loss_batch_size = loss_batch_size
+        # what the reading loss reads in the seeded order: Z's sentences, or X's own when X = Z with a batch size
+        self.pool = sentences_of_z if sentences_of_z is not None or loss_batch_size is None else own_sentences
+        self.order = None if self.pool is None else np.random.default_rng(seed).permutation(len(self.pool))
         self.num_processes, self.process_index = num_processes, process_index
         self.loss_weight = loss_weight
 
@@ -86,14 +100,17 @@ class ReadingSchedule:
 
     def examples(self, step: int, batch: list[dict]) -> list[dict]:
         """What step `step` (0-based) reads, at a reading step or for the reading loss: its own `batch` when X = Z,
-        else the next `len(batch)` sentences of Z in the seeded order (the steps that read counted from the first)."""
-        if self.sentences_of_z is None:
+        else the next `len(batch)` sentences of Z in the seeded order (the steps that read counted from the first);
+        for the reading loss with `loss_batch_size`, the next `loss_batch_size` sentences of that order (of X's own
+        training sentences when X = Z), step `step` reading slice `step`."""
+        sized = self.loss_batch_size is not None and self.reads_beside(step)
+        if self.sentences_of_z is None and not sized:
             return batch
         if step < self.warmup_steps or self.loss_weight > 0:  # every step reads once
             number = step
         else:  # the replay steps after the warm-up, counted on from it
             number = self.warmup_steps + (step - self.warmup_steps) // self.replay_every
-        size = len(batch)
+        size = self.loss_batch_size if sized else len(batch)
         start = (number * self.num_processes + self.process_index) * size
         rows = self.order[np.arange(start, start + size) % len(self.order)]
-        return [self.sentences_of_z[int(row)] for row in rows]
+        return [self.pool[int(row)] for row in rows]
