@@ -331,6 +331,37 @@ def test_a_reading_loss_with_another_pretraining_corpus_reads_sentences_of_the_k
     assert [("reading_loss" in r, "retrieved_distinct" in r) for r in history if "loss" in r] == [(True, True)] * 3
 
 
+def _step_loss_and_its_parts(trainer, step, examples, read):
+    """Step `step`'s training loss and logs on `examples` (in eval mode, no dropout), with REALM's loss, the loss of
+    reading `read` each with its own block alone, and that reading batch, each computed on its own."""
+    trainer.model.eval()
+    trainer.step = step
+    with torch.no_grad():
+        loss, logs = trainer.training_step(examples)
+        batch, null_index = trainer.retrieve_and_collate(examples)
+        realm = trainer.model(batch, null_candidate_index=null_index).loss
+        own, _ = trainer.retrieve_and_collate(read, include_source_block=True)
+        reading = trainer.model(own, score_candidates=False).loss
+    return loss, logs, realm, reading, own
+
+
+def test_a_reading_loss_batch_size_reads_that_many_training_sentences_beside_realms_batch(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=2, refresh="0", logging_steps=1, reading_warmup_steps=1,
+                           reading_loss_weight=0.5, reading_loss_batch_size=12)
+    examples = [trainer.train_examples[i] for i in range(4)]
+    read = trainer.reading.examples(1, examples)  # step 1 reads slice 1 of the seeded order of X's own sentences
+    order = trainer.reading.order
+    assert len(order) == len(trainer.train_examples) and len(read) == 12
+    assert [e["source_block_id"] for e in read] == [
+        trainer.train_examples[int(order[i % len(order)])]["source_block_id"] for i in range(12, 24)
+    ]
+    assert trainer.reading.examples(0, examples) is examples  # the warm-up reads the step's own batch
+    loss, logs, realm, reading, own = _step_loss_and_its_parts(trainer, 1, examples, read)
+    assert own["candidate_block_ids"].shape[0] == 12
+    assert float(logs["reading_loss"]) == pytest.approx(float(reading), rel=1e-5)
+    assert float(loss) == pytest.approx(float(realm + 0.5 * reading), rel=1e-5)
+
+
 def test_reading_replay_reads_the_own_block_every_nth_step_with_the_retriever_idle(tmp_path, caplog):
     trainer = make_trainer(tmp_path, max_steps=5, refresh="0", logging_steps=1, reading_warmup_steps=1,
                            reading_replay_every=2)
@@ -377,14 +408,7 @@ def test_a_reading_loss_adds_the_own_block_reading_to_every_realm_step_and_the_r
     assert [trainer.retriever_learns(step) for step in range(3)] == [False, True, True]
     # one step's loss: REALM's marginal plus 0.5 times the masked-LM loss of each sentence read with its own block
     examples = [trainer.train_examples[i] for i in range(4)]
-    trainer.model.eval()
-    trainer.step = 1
-    with torch.no_grad():
-        loss, logs = trainer.training_step(examples)
-        batch, null_index = trainer.retrieve_and_collate(examples)
-        realm = trainer.model(batch, null_candidate_index=null_index).loss
-        own, _ = trainer.retrieve_and_collate(examples, include_source_block=True)
-        reading = trainer.model(own, score_candidates=False).loss
+    loss, logs, realm, reading, own = _step_loss_and_its_parts(trainer, 1, examples, examples)
     assert own["candidate_block_ids"][:, 0].tolist() == [e["source_block_id"] for e in examples]
     assert float(logs["reading_loss"]) == pytest.approx(float(reading), rel=1e-5)
     assert float(loss) == pytest.approx(float(realm + 0.5 * reading), rel=1e-5)
