@@ -278,6 +278,7 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
         reading_replay_every=recipe.get("reading_replay_every", 0),
         reading_loss_weight=recipe.get("reading_loss_weight", 0.0),
         reading_loss_batch_size=recipe.get("reading_loss_batch_size"),
+        reading_loss_weight_final=recipe.get("reading_loss_weight_final"),
         encoder_freeze_steps=recipe.get("encoder_freeze_steps", 0),
         **overrides,
     )

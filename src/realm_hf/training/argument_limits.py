@@ -77,6 +77,7 @@ LIMITS: dict[str, Limit] = {
     "reading_replay_every": _STEPS, "retriever_freeze_steps": _STEPS, "encoder_freeze_steps": _STEPS,
     "reading_loss_weight": Limit(0, why="a multiple of the reading masked-LM loss added to REALM's; 0: none"),
     "reading_loss_batch_size": _COUNT,
+    "reading_loss_weight_final": Limit(0, why="the reading loss's weight at the last step"),
     "retriever_gate_utility": Limit(
         -10, 10, why="nats of reading utility per masked span, such as 0.2: a gate beyond 10 never opens (the "
         "encoder would have to make the answer e^10 = 22,000 times likelier with the block than without), one below "

@@ -249,6 +249,14 @@ class PretrainingArguments:
             "retriever learns at every step (benchmarks/results/collapse.md). 0: no reading loss."
         },
     )
+    reading_loss_weight_final: float | None = field(
+        default=None,
+        metadata={
+            "help": "Weight of the reading loss at the last step: it moves linearly from reading_loss_weight (the "
+            "first step after the warm-up) to this one, e.g. more reading once the retriever has learned. Default: "
+            "reading_loss_weight throughout. Needs reading_loss_weight."
+        },
+    )
     reading_loss_batch_size: int | None = field(
         default=None,
         metadata={
@@ -320,12 +328,13 @@ class PretrainingArguments:
 
     def __post_init__(self) -> None:
         check_limits(self)
-        if self.reading_loss_batch_size is not None and not self.reading_loss_weight > 0:
-            raise ValueError(
-                f"--reading_loss_batch_size {self.reading_loss_batch_size} sizes the reading loss, but "
-                f"--reading_loss_weight is {self.reading_loss_weight:g}: set --reading_loss_weight (e.g. 30), or drop "
-                "--reading_loss_batch_size."
-            )
+        for option, what in (("reading_loss_batch_size", "sizes"), ("reading_loss_weight_final", "ramps")):
+            value = getattr(self, option)
+            if value is not None and not self.reading_loss_weight > 0:
+                raise ValueError(
+                    f"--{option} {value:g} {what} the reading loss, but --reading_loss_weight is "
+                    f"{self.reading_loss_weight:g}: set --reading_loss_weight (e.g. 30), or drop --{option}."
+                )
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
         if self.refresh_time_share is not None and self.refresh_mode not in (None, "paced"):

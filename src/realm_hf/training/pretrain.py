@@ -136,7 +136,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
                                        data.reading, loop_args.seed, accelerator.num_processes,
                                        accelerator.process_index, pretraining_args.reading_loss_weight,
                                        pretraining_args.reading_loss_batch_size,
-                                       self.train_examples if self.x_is_z else None)
+                                       self.train_examples if self.x_is_z else None,
+                                       pretraining_args.reading_loss_weight_final, loop_args.max_steps)
         given = eval_examples is not None  # evaluation sentences handed to the trainer: none of X is held out
         self.data_record = data.record(corpus_args, len(self.train_examples), None if given else held_out)
         self._arguments = (loop_args, model_args, corpus_args, pretraining_args)
@@ -375,11 +376,13 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             reading_batch, _ = self.retrieve_and_collate(reading, include_source_block=True)
         out = self.model(
             batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup,
-            reading_batch=reading_batch, reading_loss_weight=self.pretraining_args.reading_loss_weight,
+            reading_batch=reading_batch, reading_loss_weight=self.reading.loss_weight_at(self.step),
         )
         logs = self.retrieval_logs(out, null_index)
         if reading_batch is not None:
             logs["reading_loss"] = out.reading_loss
+            if self.reading.loss_weight_final is not None:
+                logs["reading_loss_weight"] = self.reading.loss_weight_at(self.step)
         if not reading_warmup:  # ~1/B when every query retrieves the same blocks
             diversity = retrieval_diversity(self.last_retrieved_ids, len(self.blocks))
             self._step_diversity.append(diversity)

@@ -39,6 +39,10 @@ class ReadingSchedule:
             X = Z).
         own_sentences (`datasets.Dataset`, *optional*): When X = Z, the training sentences (with `source_block_id`)
             the reading loss reads from with `loss_batch_size`.
+        loss_weight_final (`float`, *optional*): `reading_loss_weight_final`: the reading loss's weight at the last
+            step, reached linearly from `loss_weight` at the first step after the warm-up; None: `loss_weight`
+            throughout.
+        max_steps (`int`, *optional*): The run's steps, needed with `loss_weight_final`.
 
     Raises:
         `ValueError`: when `replay_every` is 1, or `loss_batch_size` is given with X = Z but no `own_sentences`.
@@ -55,6 +59,8 @@ class ReadingSchedule:
         loss_weight: float = 0.0,
         loss_batch_size: int | None = None,
         own_sentences: datasets.Dataset | None = None,
+        loss_weight_final: float | None = None,
+        max_steps: int | None = None,
     ):
         if replay_every == 1:
             raise ValueError(
@@ -71,6 +77,9 @@ class ReadingSchedule:
         self.order = None if self.pool is None else np.random.default_rng(seed).permutation(len(self.pool))
         self.num_processes, self.process_index = num_processes, process_index
         self.loss_weight = loss_weight
+        if loss_weight_final is not None and max_steps is None:
+            raise ValueError("reading_loss_weight_final ramps the weight up to the last step: pass max_steps.")
+        self.loss_weight_final, self.max_steps = loss_weight_final, max_steps
 
     @staticmethod
     def reads(warmup_steps: int, replay_every: int, loss_weight: float) -> bool:
@@ -86,6 +95,15 @@ class ReadingSchedule:
     def reads_beside(self, step: int) -> bool:
         """Whether REALM's step `step` (0-based, not a reading step) also reads, for the reading loss."""
         return self.loss_weight > 0 and not self.is_reading_step(step)
+
+    def loss_weight_at(self, step: int) -> float:
+        """The reading loss's weight at step `step` (0-based): `loss_weight`, or on the line from it (the first step
+        after the warm-up) to `loss_weight_final` (the last step)."""
+        if self.loss_weight_final is None:
+            return self.loss_weight
+        span = max(self.max_steps - 1 - self.warmup_steps, 1)
+        fraction = min(max((step - self.warmup_steps) / span, 0.0), 1.0)
+        return self.loss_weight + (self.loss_weight_final - self.loss_weight) * fraction
 
     def is_reading_step(self, step: int) -> bool:
         """Whether `step` (0-based) is a reading step: one of the warm-up, or every `replay_every`-th after it."""
