@@ -362,6 +362,17 @@ def test_a_reading_loss_batch_size_reads_that_many_training_sentences_beside_rea
     assert float(loss) == pytest.approx(float(realm + 0.5 * reading), rel=1e-5)
 
 
+
+def test_a_ramped_reading_loss_weight_is_the_one_added_at_each_step_and_logged(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=3, refresh="0", logging_steps=1, reading_warmup_steps=1,
+                           reading_loss_weight=0.5, reading_loss_weight_final=2.5)
+    examples = [trainer.train_examples[i] for i in range(4)]
+    for step, weight in ((1, 0.5), (2, 2.5)):  # REALM's first and last steps
+        loss, logs, realm, reading, _ = _step_loss_and_its_parts(trainer, step, examples, examples)
+        assert logs["reading_loss_weight"] == weight
+        assert float(loss) == pytest.approx(float(realm + weight * reading), rel=1e-5)
+
+
 def test_reading_replay_reads_the_own_block_every_nth_step_with_the_retriever_idle(tmp_path, caplog):
     trainer = make_trainer(tmp_path, max_steps=5, refresh="0", logging_steps=1, reading_warmup_steps=1,
                            reading_replay_every=2)

@@ -83,3 +83,19 @@ def test_a_reading_loss_batch_size_without_a_reading_loss_is_refused_in_one_line
     with pytest.raises(ValueError, match="reading_loss_batch_size"):
         PretrainingArguments(reading_loss_weight=1.0, reading_loss_batch_size=0)
     assert PretrainingArguments(reading_loss_weight=1.0, reading_loss_batch_size=48).reading_loss_batch_size == 48
+
+
+def test_a_final_reading_loss_weight_is_reached_linearly_from_the_first_step_after_the_warm_up():
+    schedule = ReadingSchedule(2, 0, loss_weight=10.0, loss_weight_final=30.0, max_steps=7)
+    # steps 2..6 are REALM's: 10 at the first, 30 at the last, on the line between
+    assert [schedule.loss_weight_at(step) for step in range(8)] == [10.0, 10.0, 10.0, 15.0, 20.0, 25.0, 30.0, 30.0]
+    assert ReadingSchedule(2, 0, loss_weight=10.0).loss_weight_at(5) == 10.0  # no final weight: constant
+    with pytest.raises(ValueError, match="max_steps"):
+        ReadingSchedule(2, 0, loss_weight=10.0, loss_weight_final=30.0)
+    from realm_hf.training.arguments import PretrainingArguments
+
+    with pytest.raises(ValueError, match=r"--reading_loss_weight_final 30 ramps the reading loss, but "
+                                         r"--reading_loss_weight is 0"):
+        PretrainingArguments(reading_loss_weight_final=30.0)
+    with pytest.raises(ValueError, match="reading_loss_weight_final"):
+        PretrainingArguments(reading_loss_weight=1.0, reading_loss_weight_final=-1.0)
