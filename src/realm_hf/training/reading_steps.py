@@ -11,7 +11,8 @@ With X = Z a reading step reads the step's own batch. With another pre-training 
 in Z, so the reading steps read sentences of Z instead, in a seeded order that depends on the step alone (a resumed
 run reads on where it stopped), a different slice on each process. With `reading_loss_batch_size` the reading loss
 reads that many sentences of the seeded order at each step instead (X's own training sentences when X = Z): more
-reading per step than REALM's batch holds.
+reading per step than REALM's batch holds. With `reading_loss_weight_final` the loss's weight moves linearly from
+`reading_loss_weight` to it over the steps after the warm-up (`loss_weight_at(step)`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class ReadingSchedule:
         max_steps (`int`, *optional*): The run's steps, needed with `loss_weight_final`.
 
     Raises:
-        `ValueError`: when `replay_every` is 1, or `loss_batch_size` is given with X = Z but no `own_sentences`.
+        `ValueError`: when `replay_every` is 1, `loss_batch_size` is given with X = Z but no `own_sentences`, or
+            `loss_weight_final` without `max_steps`.
     """
 
     def __init__(
