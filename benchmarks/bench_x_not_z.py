@@ -89,7 +89,10 @@ def write_markdown(results: dict, path: str) -> None:
     half = results["half"]
     recipe = results["recipe"]
     if recipe.get("reading_loss_weight"):
-        reading = f"a reading loss beside each step at {recipe['reading_loss_weight']:g} times REALM's"
+        weight = f"{recipe['reading_loss_weight']:g}"
+        if recipe.get("reading_loss_weight_final") is not None:
+            weight = f"from {weight} rising to {recipe['reading_loss_weight_final']:g}"
+        reading = f"a reading loss beside each step at {weight} times REALM's"
     elif recipe.get("reading_replay_every"):
         reading = f"a reading step every {recipe['reading_replay_every']}"
     else:
