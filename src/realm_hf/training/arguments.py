@@ -1,5 +1,9 @@
 """Training arguments as dataclasses (parsed by `realm_hf.training.argument_parsing`); each refuses, when made, a value
-that cannot be right (`realm_hf.training.argument_limits`)."""
+that cannot be right (`realm_hf.training.argument_limits`).
+
+Why this module is long: it is declarations only, one dataclass per job, and each field's help text is what
+`realm-hf JOB --help` prints; REALM pre-training alone has some forty knobs, each saying what it does and why.
+"""
 
 from __future__ import annotations
 

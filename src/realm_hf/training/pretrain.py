@@ -132,12 +132,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
         self.train_examples = split["train"] if split else masked
         self.eval_examples = split["test"] if split else eval_examples
-        self.reading = ReadingSchedule(pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every,
-                                       data.reading, loop_args.seed, accelerator.num_processes,
-                                       accelerator.process_index, pretraining_args.reading_loss_weight,
-                                       pretraining_args.reading_loss_batch_size,
-                                       self.train_examples if self.x_is_z else None,
-                                       pretraining_args.reading_loss_weight_final, loop_args.max_steps)
+        self.reading = ReadingSchedule.for_run(pretraining_args, loop_args.max_steps, loop_args.seed, data.reading,
+                                               self.train_examples, accelerator.num_processes, accelerator.process_index)
         given = eval_examples is not None  # evaluation sentences handed to the trainer: none of X is held out
         self.data_record = data.record(corpus_args, len(self.train_examples), None if given else held_out)
         self._arguments = (loop_args, model_args, corpus_args, pretraining_args)

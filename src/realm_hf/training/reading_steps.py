@@ -20,6 +20,8 @@ from __future__ import annotations
 import datasets
 import numpy as np
 
+from .arguments import PretrainingArguments
+
 
 class ReadingSchedule:
     r"""
@@ -82,6 +84,22 @@ class ReadingSchedule:
         if loss_weight_final is not None and max_steps is None:
             raise ValueError("reading_loss_weight_final ramps the weight up to the last step: pass max_steps.")
         self.loss_weight_final, self.max_steps = loss_weight_final, max_steps
+
+    @classmethod
+    def for_run(
+        cls, pretraining_args: PretrainingArguments, max_steps: int, seed: int,
+        sentences_of_z: datasets.Dataset | None, own_sentences: datasets.Dataset, num_processes: int = 1,
+        process_index: int = 0,
+    ) -> ReadingSchedule:
+        """The schedule of a pre-training run's [`PretrainingArguments`]: `sentences_of_z` when X is another corpus
+        (None when X = Z), `own_sentences` X's training sentences (read by the reading loss when X = Z with
+        `reading_loss_batch_size`)."""
+        return cls(
+            pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every, sentences_of_z, seed,
+            num_processes, process_index, pretraining_args.reading_loss_weight,
+            pretraining_args.reading_loss_batch_size, own_sentences if sentences_of_z is None else None,
+            pretraining_args.reading_loss_weight_final, max_steps,
+        )
 
     @staticmethod
     def reads(warmup_steps: int, replay_every: int, loss_weight: float) -> bool:
