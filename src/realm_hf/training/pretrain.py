@@ -370,15 +370,16 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         if self.reading.reads_beside(self.step):  # the reading loss: the own blocks alone, in the same forward call
             reading = self.reading.examples(self.step, examples)
             reading_batch, _ = self.retrieve_and_collate(reading, include_source_block=True)
+        reading_weight = self.reading.loss_weight_at(self.step)
         out = self.model(
             batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup,
-            reading_batch=reading_batch, reading_loss_weight=self.reading.loss_weight_at(self.step),
+            reading_batch=reading_batch, reading_loss_weight=reading_weight,
         )
         logs = self.retrieval_logs(out, null_index)
         if reading_batch is not None:
             logs["reading_loss"] = out.reading_loss
             if self.reading.loss_weight_final is not None:
-                logs["reading_loss_weight"] = self.reading.loss_weight_at(self.step)
+                logs["reading_loss_weight"] = reading_weight
         if not reading_warmup:  # ~1/B when every query retrieves the same blocks
             diversity = retrieval_diversity(self.last_retrieved_ids, len(self.blocks))
             self._step_diversity.append(diversity)

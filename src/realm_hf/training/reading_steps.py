@@ -73,6 +73,8 @@ class ReadingSchedule:
             )
         if loss_batch_size is not None and sentences_of_z is None and own_sentences is None:
             raise ValueError("X = Z with reading_loss_batch_size: pass the training sentences as own_sentences.")
+        if loss_weight_final is not None and max_steps is None:
+            raise ValueError("reading_loss_weight_final ramps the weight up to the last step: pass max_steps.")
         self.warmup_steps, self.replay_every = warmup_steps, replay_every
         self.sentences_of_z = sentences_of_z
         self.loss_batch_size = loss_batch_size
@@ -81,8 +83,6 @@ class ReadingSchedule:
         self.order = None if self.pool is None else np.random.default_rng(seed).permutation(len(self.pool))
         self.num_processes, self.process_index = num_processes, process_index
         self.loss_weight = loss_weight
-        if loss_weight_final is not None and max_steps is None:
-            raise ValueError("reading_loss_weight_final ramps the weight up to the last step: pass max_steps.")
         self.loss_weight_final, self.max_steps = loss_weight_final, max_steps
 
     @classmethod
@@ -97,7 +97,7 @@ class ReadingSchedule:
         return cls(
             pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every, sentences_of_z, seed,
             num_processes, process_index, pretraining_args.reading_loss_weight,
-            pretraining_args.reading_loss_batch_size, own_sentences if sentences_of_z is None else None,
+            pretraining_args.reading_loss_batch_size, own_sentences,
             pretraining_args.reading_loss_weight_final, max_steps,
         )
 
