@@ -13,6 +13,12 @@ the others trained (the paper's component swap). Figures are on the "report" hal
 (`bench_knowledge.held_out_split`), which no choice of recipe looked at. Results are appended to the JSON after each
 run; a rerun skips the (row, seed) pairs already there, so the benchmark resumes where it stopped.
 
+`--remeasure` trains nothing: it measures the warm start and the final models that the rows left in `--work-dir`
+on `--eval-sentences` of `--half` (e.g. the whole half, 2,000 sentences, where the runs measured 400):
+
+    HF_HUB_OFFLINE=1 python benchmarks/bench_ablations.py --rows full,control --seeds 0 --work-dir /tmp/abl-work \
+        --remeasure --eval-sentences 2000 --output /tmp/abl-2000
+
 Writes benchmarks/results/ablations.json, ablations.md and ablations.png.
 """
 
@@ -64,7 +70,10 @@ ROWS: dict[str, dict] = {
     "start-retriever+realm-encoder": {"change": {"pair": ("start", "full")}, "paper": {
         "row": "baseline retriever + REALM encoder", "figures": "35.3 / 13.9", "em": "lower", "recall": "lower"}},
 }
-METRICS = ("gold_top1", "gold_posterior_mass", "mlm_accuracy_with_retrieval", "mlm_accuracy_null_document")
+METRICS = ("gold_top1", "gold_posterior_mass", "mlm_accuracy_with_retrieval", "mlm_accuracy_null_document",
+           "mlm_accuracy_gold_document")
+# what --remeasure cannot measure from a run's final models alone: rows whose start or candidates differ
+NOT_REMEASURABLE = ("ict", "warmup", "num_candidates", "use_null_document")
 
 
 def evaluate_pair(name: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, retriever: str,
@@ -113,6 +122,43 @@ def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: st
         "retriever_learning_summary": result["retriever_learning_summary"],
         "index_staleness": result["index_staleness"],
     }
+
+
+def remeasure_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, start: dict,
+                  seed: int, starts_measured: dict) -> dict:
+    """A row's figures before and after its run, measured anew from the warm start and the final models that the
+    run left in `work` (the seed's folder), without a training step. `starts_measured` keeps each warm start's
+    figures for the next row of the same seed."""
+    change = ROWS[row]["change"]
+    if "pair" in change:  # the swaps only evaluate: as in a run
+        return run_row(row, recipe, paths, eval_examples, tagger, work, start, seed, eval_every=0)
+    final = os.path.join(work, row, "final")
+    if not os.path.isdir(final):
+        raise SystemExit(f"error: --remeasure found no final models of row {row!r} in {final}; run the row with this "
+                         "--work-dir first.")
+    began = time.time()
+
+    def measure(name: str, retriever: str, encoder: str, ict_dir: str | None) -> dict:
+        figures = evaluate_pair(name, recipe, paths, eval_examples, tagger, work, retriever, encoder, ict_dir, seed)
+        return {k: figures[k] for k in figures if k in METRICS or k.startswith("gold_top")}
+
+    if work not in starts_measured:
+        starts_measured[work] = measure("remeasured-start", start["retriever"],
+                                        os.path.join(start["warmup_dir"], "encoder"), start["ict_dir"])
+    after = measure(f"remeasured-{row}", os.path.join(final, "retriever"), os.path.join(final, "encoder"), None)
+    return {"before": starts_measured[work], "after": after, "seconds": round(time.time() - began, 1)}
+
+
+def reading(run: dict) -> tuple[float, float] | None:
+    """Masked-token accuracy with the gold block as the only candidate at a run's start and end (from `before` /
+    `after`, or the curve of results written before they held it); None for the evaluation-only swaps."""
+    metric = "mlm_accuracy_gold_document"
+    if metric in run.get("before", {}) and metric in run.get("after", {}):
+        return run["before"][metric], run["after"][metric]
+    curve = run.get("curve") or []
+    if curve and metric in curve[0] and metric in curve[-1]:
+        return curve[0][metric], curve[-1][metric]
+    return None
 
 
 def summarize(results: dict) -> dict:
@@ -193,8 +239,13 @@ def merge(paths: list[str]) -> dict:
             results = json.load(f)
         if "recipe" in merged:
             check_same_recipe(results, merged["recipe"], path)
-        for key in ("machine", "task", "recipe"):
-            merged.setdefault(key, results[key])
+            for key in ("task", "half", "remeasured"):
+                if results.get(key) != merged.get(key):
+                    raise SystemExit(f"error: {path} has {key} {results.get(key)!r}, an earlier file "
+                                     f"{merged.get(key)!r}: merge measurements of the same sentences only.")
+        for key in ("machine", "task", "recipe", "half", "masked_tokens", "remeasured"):
+            if key in results:
+                merged.setdefault(key, results[key])
         for row, per_seed in results["rows"].items():
             twice = set(per_seed) & set(merged["rows"].get(row, {}))
             if twice:
@@ -284,6 +335,29 @@ def write_markdown(results: dict, path: str) -> None:
            "built in a background thread: the build time adds to the schedule)."),
         "",
     ]
+    reading_rows = {row: {seed: reading(run) for seed, run in per_seed.items()}
+                    for row, per_seed in results["rows"].items()}
+    reading_rows = {row: per_seed for row, per_seed in reading_rows.items() if all(per_seed.values())}
+    if reading_rows:
+        seeds = sorted({seed for per_seed in reading_rows.values() for seed in per_seed}, key=int)
+        tokens = results.get("masked_tokens")
+        lines += [
+            "Reading the gold block (masked-token accuracy, %, with the gold block as the only candidate: the encoder "
+            "alone), start → end (end − start), per seed"
+            + (f"; {tokens} masked tokens, a binomial standard error of ±{100 * (0.3 * 0.7 / tokens) ** 0.5:.1f} "
+               "points on one figure near 30 %" if tokens else "") + ":",
+            "",
+            "| row | " + " | ".join(f"seed {seed}" for seed in seeds) + " |",
+            "|---|" + "---|" * len(seeds),
+        ]
+        for row, per_seed in reading_rows.items():
+            cells = [per_seed.get(seed) for seed in seeds]
+            lines.append(f"| {row} | " + " | ".join(
+                f"{c[0]:.1f} → {c[1]:.1f} ({c[1] - c[0]:+.1f})" if c else "" for c in cells) + " |")
+        lines.append("")
+    if results.get("remeasured"):
+        lines += ["Remeasured (`--remeasure`): the warm starts and final models that the runs kept, measured again on "
+                  "these sentences without a training step.", ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
 
@@ -317,6 +391,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, default=None, help="Override the recipe's REALM steps.")
     parser.add_argument("--both-halves", action="store_true",
                         help="Also measure the other held-out half before and after each run ('other_half').")
+    parser.add_argument("--remeasure", action="store_true",
+                        help="Train nothing: measure each seed's warm start and the final models the rows left in "
+                             "--work-dir on --eval-sentences of --half.")
     add_knowledge_run_arguments(parser, os.path.join(RESULTS, "ablations"), num_entities=2000)
     args = parser.parse_args(argv)
     single_thread_logging()
@@ -340,6 +417,13 @@ def main(argv: list[str] | None = None) -> dict:
         with open(args.output + ".json", encoding="utf-8") as f:
             results = json.load(f)
         check_same_recipe(results, recipe, args.output + ".json")
+    if args.remeasure:
+        if not args.work_dir:
+            raise SystemExit("error: --remeasure measures the runs kept in --work-dir; name it (--work-dir DIR).")
+        changing = [row for row in rows if set(ROWS[row]["change"]) & set(NOT_REMEASURABLE)]
+        if changing:
+            raise SystemExit(f"error: --remeasure cannot measure rows {changing}: their start or candidates are not "
+                             "the warm start's; leave them out of --rows.")
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-ablations-")
     task = make_hard_knowledge_task(args.num_entities, seed=0)
     paths = write_task_files(task, work)
@@ -360,20 +444,31 @@ def main(argv: list[str] | None = None) -> dict:
                 "sentences evaluated",
         "recipe": recipe,
         "half": args.half,
+        "masked_tokens": sum(sum(label != -100 for label in labels) for labels in eval_examples["labels"]),
+        **({"remeasured": True} if args.remeasure else {}),
     })
+    starts_measured: dict = {}
     for seed in map(int, args.seeds.split(",")):
         todo = [row for row in rows if str(seed) not in results["rows"].get(row, {})]
         if not todo:
             continue
-        seed_work, seeded, start = seeded_warm_start(recipe, paths, work, seed, tokenizer, tagger, eval_examples)
+        if args.remeasure and not os.path.isfile(os.path.join(work, f"seed-{seed}", "warm-start.json")):
+            raise SystemExit(f"error: --remeasure found no warm start of seed {seed} in {work}; run the rows with "
+                             "this --work-dir first.")
+        seed_work, seeded, start = seeded_warm_start(recipe, paths, work, seed, tokenizer, tagger, eval_examples,
+                                                     may_train=not args.remeasure)
         if args.warm_start_only:
             continue
         if "full" in todo:  # first: the swaps read its models
             todo.remove("full")
             todo.insert(0, "full")
         for row in todo:
-            figures = run_row(row, seeded, paths, eval_examples, tagger, seed_work, start, seed, args.eval_every,
-                              other_half if args.both_halves else None)
+            if args.remeasure:
+                figures = remeasure_row(row, seeded, paths, eval_examples, tagger, seed_work, start, seed,
+                                        starts_measured)
+            else:
+                figures = run_row(row, seeded, paths, eval_examples, tagger, seed_work, start, seed, args.eval_every,
+                                  other_half if args.both_halves else None)
             results["rows"].setdefault(row, {})[str(seed)] = {**figures, "warm_start_seconds": start["seconds"]}
             print(f"seed {seed} {row}: {figures['after']} ({figures['seconds']:.0f} s)", flush=True)
             write_all(results, args.output, with_plot=False)
@@ -382,17 +477,18 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def seeded_warm_start(recipe: dict, paths: dict, work: str, seed: int, tokenizer, tagger,
-                      eval_examples) -> tuple[str, dict, dict]:
+                      eval_examples, may_train: bool = True) -> tuple[str, dict, dict]:
     """A training seed's folder under `work`, the recipe with the seed's random models, and its warm start
     ([`warm_start`])."""
     seed_work = os.path.join(work, f"seed-{seed}")
     seeded = {**recipe, "model": save_random_models(recipe, seed_work, tokenizer)}
-    return seed_work, seeded, warm_start(seeded, paths, seed_work, seed, tagger, eval_examples)
+    return seed_work, seeded, warm_start(seeded, paths, seed_work, seed, tagger, eval_examples, may_train)
 
 
-def warm_start(recipe: dict, paths: dict, seed_work: str, seed: int, tagger, eval_examples) -> dict:
+def warm_start(recipe: dict, paths: dict, seed_work: str, seed: int, tagger, eval_examples,
+               may_train: bool = True) -> dict:
     """The seed's ICT warm start and reading warm-up, or those a `--work-dir` kept from an earlier run of the same
-    recipe (their time is then the one recorded with them)."""
+    recipe (their time is then the one recorded with them). Without `may_train`, a missing one is an error."""
     record = os.path.join(seed_work, "warm-start.json")
     warm = {key: recipe[key] for key in ("random_bert", "ict_steps", "ict_batch_size", "ict_learning_rate",
                                          "reading_warmup_steps", "reading_warmup_batch_size",
@@ -405,6 +501,9 @@ def warm_start(recipe: dict, paths: dict, seed_work: str, seed: int, tagger, eva
             kept = json.load(f)
         if kept["warm_recipe"] == warm:
             return kept["start"]
+    if not may_train:
+        raise SystemExit(f"error: --remeasure found no warm start of seed {seed} with this recipe in {record}; run "
+                         "the rows with this --work-dir (and the same --set) first.")
     began = time.time()
     ict_dir = run_ict(recipe, paths["corpus"], seed_work, seed)
     warmup_dir, _ = run_reading_warmup(recipe, paths, seed_work, ict_dir, seed, tagger, eval_examples, evaluate=False)

@@ -1,6 +1,7 @@
 """benchmarks/bench_ablations.py end to end at a toy size: every kind of row runs (a recipe change, the frozen
 control, a component swap that only evaluates), results land in the JSON and the table, and a rerun resumes (the
-(row, seed) pairs already measured are not run again)."""
+(row, seed) pairs already measured are not run again), and `--remeasure` measures the kept models again without
+training."""
 
 import json
 import os
@@ -47,6 +48,34 @@ def test_the_ablation_benchmark_runs_every_kind_of_row_and_resumes(tmp_path):
         bench_ablations.main([*arguments[:-4], "--set", "steps=3", "--output", str(tmp_path / "ablations"),
                               "--work-dir", str(tmp_path / "other-work"), "--rows", "full"])
     assert not (tmp_path / "other-work" / "seed-0").exists()
+
+    # --remeasure trains nothing: the kept warm start and final models give the runs' own figures again
+    remeasured = bench_ablations.main([*arguments, "--rows", "full,control,start-retriever+realm-encoder",
+                                       "--remeasure", "--output", str(tmp_path / "remeasured")])
+    for row in ("full", "control"):
+        run, again_measured = before["rows"][row]["0"], remeasured["rows"][row]["0"]
+        assert again_measured["after"] == {k: run["curve"][-1][k] for k in again_measured["after"]}, row
+        assert again_measured["before"] == {k: run["curve"][0][k] for k in again_measured["before"]}, row
+    assert remeasured["remeasured"] is True
+    assert "mlm_accuracy_gold_document" in remeasured["rows"]["control"]["0"]["after"]
+    # the reading table: start -> end per seed, for the rows that trained
+    reading_table = (tmp_path / "remeasured.md").read_text()
+    start, end = (remeasured["rows"]["full"]["0"][m]["mlm_accuracy_gold_document"] for m in ("before", "after"))
+    assert f"| full | {start:.1f} → {end:.1f} ({end - start:+.1f}) |" in reading_table
+    assert "| start-retriever+realm-encoder |" not in reading_table.split("Reading the gold block")[1]
+    # more sentences of the half: measured, not copied
+    wider = bench_ablations.main([*arguments[:4], "--eval-sentences", "12", *arguments[6:], "--rows", "full",
+                                  "--remeasure", "--output", str(tmp_path / "wider")])
+    assert "12 held-out sentences" in wider["task"]
+    # what it cannot measure is refused in one line before anything is written
+    with pytest.raises(SystemExit, match="stale-10x.*run the row"):
+        bench_ablations.main([*arguments, "--rows", "stale-10x", "--remeasure", "--output", str(tmp_path / "r2")])
+    with pytest.raises(SystemExit, match=r"cannot measure rows \['k2'\]"):
+        bench_ablations.main([*arguments, "--rows", "k2", "--remeasure", "--output", str(tmp_path / "r3")])
+    with pytest.raises(SystemExit, match="no warm start of seed 5"):
+        bench_ablations.main([*arguments[:2], "--seeds", "5", *arguments[4:], "--rows", "full", "--remeasure",
+                              "--output", str(tmp_path / "r4")])
+    assert not (tmp_path / "work" / "seed-5").exists()
 
     # seeds run side by side merge into one table; a (row, seed) pair twice is refused
     seed_one = {**again, "rows": {row: {"1": runs["0"]} for row, runs in again["rows"].items()}}
