@@ -125,10 +125,11 @@ def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: st
 
 
 def remeasure_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, start: dict,
-                  seed: int, starts_measured: dict) -> dict:
+                  seed: int, starts_measured: dict, label: str) -> dict:
     """A row's figures before and after its run, measured anew from the warm start and the final models that the
     run left in `work` (the seed's folder), without a training step. `starts_measured` keeps each warm start's
-    figures for the next row of the same seed."""
+    figures for the next row of the same seed; `label` names the measurement's folders (measurements of other
+    sentences may run side by side)."""
     change = ROWS[row]["change"]
     if "pair" in change:  # the swaps only evaluate: as in a run
         return run_row(row, recipe, paths, eval_examples, tagger, work, start, seed, eval_every=0)
@@ -143,9 +144,9 @@ def remeasure_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, wo
         return {k: figures[k] for k in figures if k in METRICS or k.startswith("gold_top")}
 
     if work not in starts_measured:
-        starts_measured[work] = measure("remeasured-start", start["retriever"],
+        starts_measured[work] = measure(f"remeasured-{label}-start", start["retriever"],
                                         os.path.join(start["warmup_dir"], "encoder"), start["ict_dir"])
-    after = measure(f"remeasured-{row}", os.path.join(final, "retriever"), os.path.join(final, "encoder"), None)
+    after = measure(f"remeasured-{label}-{row}", os.path.join(final, "retriever"), os.path.join(final, "encoder"), None)
     return {"before": starts_measured[work], "after": after, "seconds": round(time.time() - began, 1)}
 
 
@@ -465,7 +466,7 @@ def main(argv: list[str] | None = None) -> dict:
         for row in todo:
             if args.remeasure:
                 figures = remeasure_row(row, seeded, paths, eval_examples, tagger, seed_work, start, seed,
-                                        starts_measured)
+                                        starts_measured, f"{args.half}-{len(eval_examples)}")
             else:
                 figures = run_row(row, seeded, paths, eval_examples, tagger, seed_work, start, seed, args.eval_every,
                                   other_half if args.both_halves else None)
