@@ -240,10 +240,11 @@ def merge(paths: list[str]) -> dict:
             results = json.load(f)
         if "recipe" in merged:
             check_same_recipe(results, merged["recipe"], path)
-            for key in ("task", "half", "remeasured"):
-                if results.get(key) != merged.get(key):
-                    raise SystemExit(f"error: {path} has {key} {results.get(key)!r}, an earlier file "
-                                     f"{merged.get(key)!r}: merge measurements of the same sentences only.")
+            # files written before they recorded the half measured the report half
+            for key, default in (("task", None), ("half", "report"), ("remeasured", False)):
+                if results.get(key, default) != merged.get(key, default):
+                    raise SystemExit(f"error: {path} has {key} {results.get(key, default)!r}, an earlier file "
+                                     f"{merged.get(key, default)!r}: merge measurements of the same sentences only.")
         for key in ("machine", "task", "recipe", "half", "masked_tokens", "remeasured"):
             if key in results:
                 merged.setdefault(key, results[key])

@@ -87,6 +87,10 @@ def test_the_ablation_benchmark_runs_every_kind_of_row_and_resumes(tmp_path):
     with pytest.raises(SystemExit, match="seeds"):
         bench_ablations.main(["--merge", str(tmp_path / "seed1.json"), str(tmp_path / "seed1.json"),
                               "--output", str(tmp_path / "twice")])
+    # remeasured figures (other sentences) do not merge with a run's
+    with pytest.raises(SystemExit, match="task"):
+        bench_ablations.main(["--merge", str(tmp_path / "wider.json"), str(tmp_path / "seed1.json"),
+                              "--output", str(tmp_path / "mixed")])
 
 
 def test_rows_are_compared_with_full_beyond_the_spread_and_against_the_papers_direction():
