@@ -359,7 +359,8 @@ def write_markdown(results: dict, path: str) -> None:
         lines.append("")
     if results.get("remeasured"):
         lines += ["Remeasured (`--remeasure`): the warm starts and final models that the runs kept, measured again on "
-                  "these sentences without a training step.", ""]
+                  "these sentences without a training step ('retriever fell' and the index lag are in the runs' own "
+                  "table).", ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
 
