@@ -39,6 +39,7 @@ from realm_hf.demo.knowledge_runs import (
     KNOWLEDGE_TASK_SHAPES, corpus_arguments, hard_task_recipe, held_out_examples, pretrainer, run_ict,
     run_reading_warmup, run_setting, save_random_models, write_task_files,
 )
+from realm_hf.modeling.knowledge_encoder import IGNORE_INDEX
 from realm_hf.training.arguments import ModelArguments
 
 from bench_knowledge import held_out_split
@@ -76,6 +77,11 @@ METRICS = ("gold_top1", "gold_posterior_mass", "mlm_accuracy_with_retrieval", "m
 NOT_REMEASURABLE = ("ict", "warmup", "num_candidates", "use_null_document")
 
 
+def table_figures(figures: dict) -> dict:
+    """The figures a row's table keeps: `METRICS` and every gold top-k."""
+    return {k: v for k, v in figures.items() if k in METRICS or k.startswith("gold_top")}
+
+
 def evaluate_pair(name: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, retriever: str,
                   encoder: str, ict_dir: str | None, seed: int) -> dict:
     """Held-out figures of a retriever (`ict_dir`: the ICT one over the `retriever` architecture) and an encoder
@@ -103,7 +109,7 @@ def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: st
         began = time.time()
         figures = evaluate_pair(row, recipe, paths, eval_examples, tagger, work, retriever, encoder,
                                 start["ict_dir"] if retriever_of == "start" else None, seed)
-        return {"after": {k: figures[k] for k in figures if k in METRICS or k.startswith("gold_top")},
+        return {"after": table_figures(figures),
                 "seconds": round(time.time() - began, 1)}
     frozen = change.pop("frozen", False)
     ict_dir = start["ict_dir"] if change.pop("ict", True) else None
@@ -116,8 +122,8 @@ def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: st
     other = {"other_half": result["also_evaluated"]} if "also_evaluated" in result else {}
     return {
         **other,
-        "after": {k: after[k] for k in after if k in METRICS or k.startswith("gold_top")},
-        "before": {k: v for k, v in result["curve"][0].items() if k in METRICS or k.startswith("gold_top")},
+        "after": table_figures(after),
+        "before": table_figures(result["curve"][0]),
         "seconds": result["seconds"], "curve": result["curve"],
         "retriever_learning_summary": result["retriever_learning_summary"],
         "index_staleness": result["index_staleness"],
@@ -140,8 +146,8 @@ def remeasure_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, wo
     began = time.time()
 
     def measure(name: str, retriever: str, encoder: str, ict_dir: str | None) -> dict:
-        figures = evaluate_pair(name, recipe, paths, eval_examples, tagger, work, retriever, encoder, ict_dir, seed)
-        return {k: figures[k] for k in figures if k in METRICS or k.startswith("gold_top")}
+        return table_figures(evaluate_pair(name, recipe, paths, eval_examples, tagger, work, retriever, encoder,
+                                           ict_dir, seed))
 
     if work not in starts_measured:
         starts_measured[work] = measure(f"remeasured-{label}-start", start["retriever"],
@@ -447,7 +453,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "sentences evaluated",
         "recipe": recipe,
         "half": args.half,
-        "masked_tokens": sum(sum(label != -100 for label in labels) for labels in eval_examples["labels"]),
+        "masked_tokens": sum(sum(label != IGNORE_INDEX for label in labels) for labels in eval_examples["labels"]),
         **({"remeasured": True} if args.remeasure else {}),
     })
     starts_measured: dict = {}
@@ -455,9 +461,6 @@ def main(argv: list[str] | None = None) -> dict:
         todo = [row for row in rows if str(seed) not in results["rows"].get(row, {})]
         if not todo:
             continue
-        if args.remeasure and not os.path.isfile(os.path.join(work, f"seed-{seed}", "warm-start.json")):
-            raise SystemExit(f"error: --remeasure found no warm start of seed {seed} in {work}; run the rows with "
-                             "this --work-dir first.")
         seed_work, seeded, start = seeded_warm_start(recipe, paths, work, seed, tokenizer, tagger, eval_examples,
                                                      may_train=not args.remeasure)
         if args.warm_start_only:
@@ -482,8 +485,11 @@ def main(argv: list[str] | None = None) -> dict:
 def seeded_warm_start(recipe: dict, paths: dict, work: str, seed: int, tokenizer, tagger,
                       eval_examples, may_train: bool = True) -> tuple[str, dict, dict]:
     """A training seed's folder under `work`, the recipe with the seed's random models, and its warm start
-    ([`warm_start`])."""
+    ([`warm_start`]). Without `may_train`, a seed with no warm start kept is refused before anything is written."""
     seed_work = os.path.join(work, f"seed-{seed}")
+    if not may_train and not os.path.isfile(os.path.join(seed_work, "warm-start.json")):
+        raise SystemExit(f"error: --remeasure found no warm start of seed {seed} in {work}; run the rows with this "
+                         "--work-dir first.")
     seeded = {**recipe, "model": save_random_models(recipe, seed_work, tokenizer)}
     return seed_work, seeded, warm_start(seeded, paths, seed_work, seed, tagger, eval_examples, may_train)
 
@@ -491,7 +497,7 @@ def seeded_warm_start(recipe: dict, paths: dict, work: str, seed: int, tokenizer
 def warm_start(recipe: dict, paths: dict, seed_work: str, seed: int, tagger, eval_examples,
                may_train: bool = True) -> dict:
     """The seed's ICT warm start and reading warm-up, or those a `--work-dir` kept from an earlier run of the same
-    recipe (their time is then the one recorded with them). Without `may_train`, a missing one is an error."""
+    recipe (their time is then the one recorded with them). Without `may_train`, one of another recipe is an error."""
     record = os.path.join(seed_work, "warm-start.json")
     warm = {key: recipe[key] for key in ("random_bert", "ict_steps", "ict_batch_size", "ict_learning_rate",
                                          "reading_warmup_steps", "reading_warmup_batch_size",
