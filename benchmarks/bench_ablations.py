@@ -13,8 +13,9 @@ the others trained (the paper's component swap). Figures are on the "report" hal
 (`bench_knowledge.held_out_split`), which no choice of recipe looked at. Results are appended to the JSON after each
 run; a rerun skips the (row, seed) pairs already there, so the benchmark resumes where it stopped.
 
-`--remeasure` trains nothing: it measures the warm start and the final models that the rows left in `--work-dir`
-on `--eval-sentences` of `--half` (e.g. the whole half, 2,000 sentences, where the runs measured 400):
+`--remeasure` trains nothing: it measures the models each row started from (the warm start, or the row's own) and
+the final models that the rows left in `--work-dir`, with the row's candidates, on `--eval-sentences` of `--half`
+(e.g. the whole half, 2,000 sentences, where the runs measured 400):
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_ablations.py --rows full,control --seeds 0 --work-dir /tmp/abl-work \
         --remeasure --eval-sentences 2000 --output /tmp/abl-2000
@@ -73,8 +74,8 @@ ROWS: dict[str, dict] = {
 }
 METRICS = ("gold_top1", "gold_posterior_mass", "mlm_accuracy_with_retrieval", "mlm_accuracy_null_document",
            "mlm_accuracy_gold_document")
-# what --remeasure cannot measure from a run's final models alone: rows whose start or candidates differ
-NOT_REMEASURABLE = ("ict", "warmup", "num_candidates", "use_null_document")
+# what a row changes in its evaluation too (the candidates read), which --remeasure measures with
+EVALUATION_CHANGES = ("num_candidates", "use_null_document")
 
 
 def table_figures(figures: dict) -> dict:
@@ -83,16 +84,16 @@ def table_figures(figures: dict) -> dict:
 
 
 def evaluate_pair(name: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, retriever: str,
-                  encoder: str, ict_dir: str | None, seed: int) -> dict:
+                  encoder: str, ict_dir: str | None, seed: int, **pretraining) -> dict:
     """Held-out figures of a retriever (`ict_dir`: the ICT one over the `retriever` architecture) and an encoder
-    trained apart, without a training step."""
+    trained apart, without a training step; `pretraining` overrides the candidates read (`EVALUATION_CHANGES`)."""
     model = ModelArguments(
         retriever=retriever, encoder=encoder, pooling=recipe["model"]["pooling"],
         projection_size=recipe["model"]["projection_size"],
     )
     trainer = pretrainer(
         name, recipe, model, corpus_arguments(paths, paths["train"]), work, 1, 0, seed, tagger, eval_examples,
-        ict_warm_start=ict_dir,
+        ict_warm_start=ict_dir, **pretraining,
     )
     return trainer.evaluate(0)
 
@@ -132,10 +133,12 @@ def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: st
 
 def remeasure_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, start: dict,
                   seed: int, starts_measured: dict, label: str) -> dict:
-    """A row's figures before and after its run, measured anew from the warm start and the final models that the
-    run left in `work` (the seed's folder), without a training step. `starts_measured` keeps each warm start's
-    figures for the next row of the same seed; `label` names the measurement's folders (measurements of other
-    sentences may run side by side)."""
+    """A row's figures before and after its run, measured anew from the models the run started from and the final
+    models it left in `work` (the seed's folder), without a training step, with the candidates the row reads
+    (`EVALUATION_CHANGES`). The start is the warm start's, or the row's own: the random retriever without ICT
+    (`no-ict`), the random encoder without the reading warm-up (`no-reading-warmup`), as `run_row` starts them.
+    `starts_measured` keeps each start's figures for the next row of the same seed with the same start and
+    candidates; `label` names the measurement's folders (measurements of other sentences may run side by side)."""
     change = ROWS[row]["change"]
     if "pair" in change:  # the swaps only evaluate: as in a run
         return run_row(row, recipe, paths, eval_examples, tagger, work, start, seed, eval_every=0)
@@ -144,16 +147,24 @@ def remeasure_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, wo
         raise SystemExit(f"error: --remeasure found no final models of row {row!r} in {final}; run the row with this "
                          "--work-dir first.")
     began = time.time()
+    candidates = {k: v for k, v in change.items() if k in EVALUATION_CHANGES}
+    ict_dir = start["ict_dir"] if change.get("ict", True) else None
+    encoder = (os.path.join(start["warmup_dir"], "encoder") if change.get("warmup", True)
+               else recipe["model"]["encoder"])
 
     def measure(name: str, retriever: str, encoder: str, ict_dir: str | None) -> dict:
-        return table_figures(evaluate_pair(name, recipe, paths, eval_examples, tagger, work, retriever, encoder,
-                                           ict_dir, seed))
+        figures = evaluate_pair(name, recipe, paths, eval_examples, tagger, work, retriever, encoder, ict_dir, seed,
+                                **candidates)
+        return table_figures(figures)
 
-    if work not in starts_measured:
-        starts_measured[work] = measure(f"remeasured-{label}-start", start["retriever"],
-                                        os.path.join(start["warmup_dir"], "encoder"), start["ict_dir"])
+    start_key = json.dumps([work, ict_dir, encoder, candidates], sort_keys=True)
+    if start_key not in starts_measured:
+        suffix = "".join(f"-{k}={v}" for k, v in sorted(candidates.items()))
+        started_from = "" if ict_dir and change.get("warmup", True) else f"-{row}"
+        starts_measured[start_key] = measure(f"remeasured-{label}-start{started_from}{suffix}", start["retriever"],
+                                             encoder, ict_dir)
     after = measure(f"remeasured-{label}-{row}", os.path.join(final, "retriever"), os.path.join(final, "encoder"), None)
-    return {"before": starts_measured[work], "after": after, "seconds": round(time.time() - began, 1)}
+    return {"before": starts_measured[start_key], "after": after, "seconds": round(time.time() - began, 1)}
 
 
 def reading(run: dict) -> tuple[float, float] | None:
@@ -401,8 +412,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--both-halves", action="store_true",
                         help="Also measure the other held-out half before and after each run ('other_half').")
     parser.add_argument("--remeasure", action="store_true",
-                        help="Train nothing: measure each seed's warm start and the final models the rows left in "
-                             "--work-dir on --eval-sentences of --half.")
+                        help="Train nothing: measure the models each row started from and the final models the rows "
+                             "left in --work-dir on --eval-sentences of --half.")
     add_knowledge_run_arguments(parser, os.path.join(RESULTS, "ablations"), num_entities=2000)
     args = parser.parse_args(argv)
     single_thread_logging()
@@ -429,10 +440,6 @@ def main(argv: list[str] | None = None) -> dict:
     if args.remeasure:
         if not args.work_dir:
             raise SystemExit("error: --remeasure measures the runs kept in --work-dir; name it (--work-dir DIR).")
-        changing = [row for row in rows if set(ROWS[row]["change"]) & set(NOT_REMEASURABLE)]
-        if changing:
-            raise SystemExit(f"error: --remeasure cannot measure rows {changing}: their start or candidates are not "
-                             "the warm start's; leave them out of --rows.")
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-ablations-")
     task = make_hard_knowledge_task(args.num_entities, seed=0)
     paths = write_task_files(task, work)
