@@ -375,8 +375,8 @@ def write_markdown(results: dict, path: str) -> None:
                 f"{c[0]:.1f} → {c[1]:.1f} ({c[1] - c[0]:+.1f})" if c else "" for c in cells) + " |")
         lines.append("")
     if results.get("remeasured"):
-        lines += ["Remeasured (`--remeasure`): the warm starts and final models that the runs kept, measured again on "
-                  "these sentences without a training step ('retriever fell' and the index lag are in the runs' own "
+        lines += ["Remeasured (`--remeasure`): the models each run started from (the warm start, or the row's own) "
+                  "and the final models it kept, measured again on these sentences without a training step ('retriever fell' and the index lag are in the runs' own "
                   "table).", ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
