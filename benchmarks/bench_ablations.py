@@ -98,6 +98,13 @@ def evaluate_pair(name: str, recipe: dict, paths: dict, eval_examples, tagger, w
     return trainer.evaluate(0)
 
 
+def row_start(change: dict, start: dict) -> tuple[str | None, str | None]:
+    """The ICT retriever and the reading warm-up a training row starts from (a row's `change`): the warm start's, or
+    None where the row goes without (`no-ict`: the random retriever; `no-reading-warmup`: the random encoder)."""
+    return (start["ict_dir"] if change.get("ict", True) else None,
+            start["warmup_dir"] if change.get("warmup", True) else None)
+
+
 def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: str, start: dict, seed: int,
             eval_every: int, other_half=None) -> dict:
     change = dict(ROWS[row]["change"])
@@ -113,8 +120,9 @@ def run_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, work: st
         return {"after": table_figures(figures),
                 "seconds": round(time.time() - began, 1)}
     frozen = change.pop("frozen", False)
-    ict_dir = start["ict_dir"] if change.pop("ict", True) else None
-    start_dir = start["warmup_dir"] if change.pop("warmup", True) else None
+    ict_dir, start_dir = row_start(change, start)
+    for key in ("ict", "warmup"):  # row_start's: not PretrainingArguments
+        change.pop(key, None)
     result = run_setting(
         row, recipe, paths, eval_examples, tagger, work, start_dir, ict_dir, frozen=frozen, eval_every=eval_every,
         seed=seed, rebuild_final_index=row == "full", also_evaluate=other_half, **change,
@@ -148,9 +156,8 @@ def remeasure_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, wo
                          "--work-dir first.")
     began = time.time()
     candidates = {k: v for k, v in change.items() if k in EVALUATION_CHANGES}
-    ict_dir = start["ict_dir"] if change.get("ict", True) else None
-    encoder = (os.path.join(start["warmup_dir"], "encoder") if change.get("warmup", True)
-               else recipe["model"]["encoder"])
+    ict_dir, warmup_dir = row_start(change, start)
+    encoder = os.path.join(warmup_dir, "encoder") if warmup_dir else recipe["model"]["encoder"]
 
     def measure(name: str, retriever: str, encoder: str, ict_dir: str | None) -> dict:
         figures = evaluate_pair(name, recipe, paths, eval_examples, tagger, work, retriever, encoder, ict_dir, seed,
@@ -159,10 +166,7 @@ def remeasure_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, wo
 
     start_key = json.dumps([work, ict_dir, encoder, candidates], sort_keys=True)
     if start_key not in starts_measured:
-        suffix = "".join(f"-{k}={v}" for k, v in sorted(candidates.items()))
-        started_from = "" if ict_dir and change.get("warmup", True) else f"-{row}"
-        starts_measured[start_key] = measure(f"remeasured-{label}-start{started_from}{suffix}", start["retriever"],
-                                             encoder, ict_dir)
+        starts_measured[start_key] = measure(f"remeasured-{label}-start-{row}", start["retriever"], encoder, ict_dir)
     after = measure(f"remeasured-{label}-{row}", os.path.join(final, "retriever"), os.path.join(final, "encoder"), None)
     return {"before": starts_measured[start_key], "after": after, "seconds": round(time.time() - began, 1)}
 
@@ -376,8 +380,8 @@ def write_markdown(results: dict, path: str) -> None:
         lines.append("")
     if results.get("remeasured"):
         lines += ["Remeasured (`--remeasure`): the models each run started from (the warm start, or the row's own) "
-                  "and the final models it kept, measured again on these sentences without a training step ('retriever fell' and the index lag are in the runs' own "
-                  "table).", ""]
+                  "and the final models it kept, measured again on these sentences without a training step "
+                  "('retriever fell' and the index lag are in the runs' own table).", ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
 
