@@ -156,17 +156,18 @@ def remeasure_row(row: str, recipe: dict, paths: dict, eval_examples, tagger, wo
                          "--work-dir first.")
     began = time.time()
     candidates = {k: v for k, v in change.items() if k in EVALUATION_CHANGES}
-    ict_dir, warmup_dir = row_start(change, start)
-    encoder = os.path.join(warmup_dir, "encoder") if warmup_dir else recipe["model"]["encoder"]
+    start_ict, start_warmup = row_start(change, start)
+    start_encoder = os.path.join(start_warmup, "encoder") if start_warmup else recipe["model"]["encoder"]
 
     def measure(name: str, retriever: str, encoder: str, ict_dir: str | None) -> dict:
         figures = evaluate_pair(name, recipe, paths, eval_examples, tagger, work, retriever, encoder, ict_dir, seed,
                                 **candidates)
         return table_figures(figures)
 
-    start_key = json.dumps([work, ict_dir, encoder, candidates], sort_keys=True)
+    start_key = (work, start_ict, start_encoder, tuple(sorted(candidates.items())))
     if start_key not in starts_measured:
-        starts_measured[start_key] = measure(f"remeasured-{label}-start-{row}", start["retriever"], encoder, ict_dir)
+        starts_measured[start_key] = measure(f"remeasured-{label}-start-{row}", start["retriever"], start_encoder,
+                                             start_ict)
     after = measure(f"remeasured-{label}-{row}", os.path.join(final, "retriever"), os.path.join(final, "encoder"), None)
     return {"before": starts_measured[start_key], "after": after, "seconds": round(time.time() - began, 1)}
 

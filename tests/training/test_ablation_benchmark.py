@@ -50,7 +50,8 @@ def test_the_ablation_benchmark_runs_every_kind_of_row_and_resumes(tmp_path):
     assert not (tmp_path / "other-work" / "seed-0").exists()
 
     # --remeasure trains nothing: the kept warm start and final models give the runs' own figures again
-    remeasured = bench_ablations.main([*arguments, "--rows", rows, "--remeasure", "--output", str(tmp_path / "remeasured")])
+    remeasured = bench_ablations.main([*arguments, "--rows", rows, "--remeasure",
+                                       "--output", str(tmp_path / "remeasured")])
     # ... also of the rows that read other candidates (K = 2, no null document), measured with them, and of the rows
     # that start elsewhere (no ICT: the random retriever; no reading warm-up: the random encoder), measured from there
     for row in ("full", "control", "no-null-document", "k2", "no-ict", "no-reading-warmup"):
