@@ -180,21 +180,27 @@ def test_knowledge_encoder_parity(encoder, ref):
 @pytest.mark.parametrize("explicit_block_mask", [True, False])
 def test_reader_parity(reader, ref, explicit_block_mask):
     assert reader.config.span_layer_norm_eps == pytest.approx(1e-3) and reader.config.max_span_width == 4
+    assert reader.config.span_normalization == "global"  # the old reader ranks spans over all its blocks
     block_mask = ref["reader.block_mask"]  # [K, L], as the old RealmForOpenQA built it
-    span_logits = reader_span_logits(reader, ref, block_mask if explicit_block_mask else None)
-    old = ref["reader.span_logits"]
+    with torch.no_grad():
+        out = reader(
+            input_ids=ref["reader.input_ids"].unsqueeze(0),  # the old reader's beam is our K: [1, K, L]
+            attention_mask=ref["reader.attention_mask"].unsqueeze(0),
+            token_type_ids=ref["reader.token_type_ids"].unsqueeze(0),
+            block_mask=block_mask.unsqueeze(0) if explicit_block_mask else None,
+            relevance_scores=ref["reader.relevance_scores"].unsqueeze(0),
+        )
+    span_logits, old = out.span_logits[0], ref["reader.span_logits"]
     valid = block_mask[:, ref["reader.span_starts"]] & block_mask[:, ref["reader.span_ends"]]
     assert valid.any() and (~valid).any()
     assert max_diff(span_logits[valid], old[valid]) < ATOL
     assert (span_logits[~valid] == torch.finfo(span_logits.dtype).min).all()
     assert (old[~valid] < -1e30).all()  # the old code adds finfo.min to invalid spans too
 
-    # The old prediction: argmax over (block, span) of span logit + retriever logit, recovered from our logits.
-    joint = span_logits + ref["reader.relevance_scores"].unsqueeze(-1)
-    block, span = divmod(joint.argmax().item(), joint.shape[-1])
-    assert block == ref["reader.old_block_idx"].item()
-    assert ref["reader.span_starts"][span] == ref["reader.old_start_pos"].item()
-    assert ref["reader.span_ends"][span] == ref["reader.old_end_pos"].item()
+    # The converted reader's own prediction is the old class's (block_idx, start_pos, end_pos)
+    assert out.best_candidate.item() == ref["reader.old_block_idx"].item()
+    assert out.best_start.item() == ref["reader.old_start_pos"].item()
+    assert out.best_end.item() == ref["reader.old_end_pos"].item()
 
 
 def test_open_qa_parity_and_block_embeddings(ref, tmp_path):

@@ -266,6 +266,10 @@ class RealmReaderConfig(PreTrainedConfig):
         _check_fits_positions("max_length", self.max_length, self.bert_config)
 
 
+ANSWER_RULES = ("marginal", "best_span")
+"""Values of `RealmForOpenQAConfig.answer_rule`."""
+
+
 @strict
 class RealmForOpenQAConfig(PreTrainedConfig):
     r"""
@@ -287,6 +291,14 @@ class RealmForOpenQAConfig(PreTrainedConfig):
             Fingerprint (manifest `fingerprint`) of the document tower that built the paired index. Set by the
             Open-QA trainer and `realm_hf.hub.publish`; an index with another fingerprint is refused on load
             (a fine-tuned shared tower no longer hashes to the one that built its index, hence the record).
+        answer_rule (`str`, *optional*, defaults to `"marginal"`):
+            How the Open-QA pipeline and `realm-hf ask` pick the answer. `"marginal"` (realm_hf's rule): answers
+            ranked by `p(y | x)`, summed over every span of the same text in every retrieved block, answers that
+            only repeat the question left out, the text cut from the block's own characters. `"best_span"` (the
+            rule of transformers' `RealmForOpenQA`, set by `realm-hf convert` on its checkpoints): the single span
+            with the highest retrieval score + span score over the blocks read, no filter, the reader input built
+            as the old classes built it (the question and the block text tokenized as a pair, truncated longest
+            first to the reader's `max_length`), the text its wordpieces decoded by the tokenizer.
     """
 
     model_type = "realm_open_qa"
@@ -301,10 +313,13 @@ class RealmForOpenQAConfig(PreTrainedConfig):
     index_repo_id: str | None = None
     index_revision: str | None = None
     index_fingerprint: str | None = None
+    answer_rule: str = "marginal"
 
     def validate_realm_open_qa(self):
         """Part of `@strict` validation: REALM-specific values."""
         _check_positive("top_k", self.top_k)
+        if self.answer_rule not in ANSWER_RULES:
+            raise ValueError(f"answer_rule must be one of {ANSWER_RULES}, got {self.answer_rule!r}.")
 
 
 REALM_CONFIGS = (RealmRetrieverConfig, RealmKnowledgeEncoderConfig, RealmReaderConfig, RealmForOpenQAConfig)

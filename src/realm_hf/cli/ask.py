@@ -31,6 +31,12 @@ def add_parser(subparsers) -> None:
     parser.add_argument("-k", "--top-k", type=int, default=None, help="Blocks retrieved and read (default: config.top_k).")
     parser.add_argument("--answers", type=int, default=1, help="Answers shown per question.")
     parser.add_argument("-i", "--interactive", action="store_true", help="Read questions from stdin until EOF.")
+    parser.add_argument(
+        "--answer-rule", default=None, choices=("marginal", "best_span"),
+        help="marginal: realm_hf's answer, p(y|x) summed over spans of the same text; best_span: the single best "
+        "span, as transformers' RealmForOpenQA answered (default: the model's config.answer_rule; converted "
+        "checkpoints: best_span).",
+    )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda when available).")
 
 
@@ -53,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     check_positive(args.top_k, "--top-k")
     check_positive(args.answers, "--answers")
     register_auto_classes()  # the task, whatever was imported before
-    qa = pipeline(OPEN_QA_TASK, model=args.model, index=args.index, device=args.device)
+    qa = pipeline(OPEN_QA_TASK, model=args.model, index=args.index, device=args.device, answer_rule=args.answer_rule)
     call_kwargs = {"top_k": args.answers}
     if args.top_k is not None:
         call_kwargs["num_blocks"] = args.top_k

@@ -7,17 +7,20 @@ import dataclasses
 import json
 import logging
 import os
+import struct
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors import safe_open
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "BLOCK_EMB", "KINDS", "KIND_ALIASES", "RealmCheckpoint", "RealmConversionError", "as_checkpoint", "detect_kind",
-    "load_realm_checkpoint",
+    "BLOCK_EMB", "KINDS", "KIND_ALIASES", "BlockEmbeddingFile", "RealmCheckpoint", "RealmConversionError",
+    "as_checkpoint", "detect_kind", "find_block_embeddings", "load_realm_checkpoint",
 ]
 
 KINDS = ("embedder", "encoder", "reader", "openqa")
@@ -171,4 +174,123 @@ def detect_kind(state_dict_names: Iterable[str]) -> str:
     sample = sorted(names)[:8]
     raise RealmConversionError(
         f"Cannot tell which REALM model these weights belong to (first names: {sample}); pass kind= one of {KINDS}."
+    )
+
+
+@dataclasses.dataclass
+class BlockEmbeddingFile:
+    r"""
+    Where the corpus embeddings `block_emb` `[num_blocks, D]` of an old `RealmForOpenQA` lie in its weight file, read
+    in row ranges with plain file reads (13M x 128 floats in the released checkpoints: they never need to be in
+    memory, nor mapped into it, at once).
+
+    Args:
+        path (`Path`): The weight file.
+        offset (`int`): Byte offset of row 0 in it.
+        shape (`tuple[int, int]`): `(num_blocks, D)`.
+        dtype (`np.dtype`): The stored dtype (little-endian float32 in the released checkpoints).
+    """
+
+    path: Path
+    offset: int
+    shape: tuple[int, int]
+    dtype: np.dtype
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows `start:stop` as a float32 array `[stop - start, D]`."""
+        row_bytes = self.shape[1] * self.dtype.itemsize
+        with open(self.path, "rb") as f:
+            f.seek(self.offset + start * row_bytes)
+            data = f.read((stop - start) * row_bytes)
+        if len(data) != (stop - start) * row_bytes:
+            raise RealmConversionError(f"{self.path} ends inside block_emb (row {start}); download the file again.")
+        return np.frombuffer(data, dtype=self.dtype).reshape(stop - start, self.shape[1]).astype(np.float32)
+
+
+_TORCH_DTYPES = {torch.float32: np.dtype("<f4"), torch.float16: np.dtype("<f2")}
+_SAFETENSORS_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2")}
+
+
+def _zip_member_offset(file: Path, info: zipfile.ZipInfo) -> int:
+    """Byte offset of an uncompressed zip member's data (after its local header)."""
+    with open(file, "rb") as f:
+        f.seek(info.header_offset)
+        header = f.read(30)
+    if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        raise RealmConversionError(f"{file}: damaged zip entry {info.filename}; download the file again.")
+    name_length, extra_length = struct.unpack("<HH", header[26:30])
+    return info.header_offset + 30 + name_length + extra_length
+
+
+def _block_emb_in_torch_file(file: Path) -> BlockEmbeddingFile | None:
+    """`block_emb` of a torch zip file: the one uncompressed storage whose bytes are the tensor's (its first and last
+    bytes compared through a memory map, which reads two pages)."""
+    loaded = torch.load(str(file), map_location="cpu", weights_only=True, mmap=True)
+    tensor = loaded.get(BLOCK_EMB) if isinstance(loaded, Mapping) else None
+    if tensor is None:
+        return None
+    if tensor.dim() != 2 or tensor.dtype not in _TORCH_DTYPES:
+        raise RealmConversionError(
+            f"{file}: block_emb has shape {list(tensor.shape)} and dtype {tensor.dtype}; expected a float matrix "
+            "[num_blocks, D]."
+        )
+    nbytes = tensor.numel() * tensor.element_size()
+    if tensor.storage_offset() != 0 or not tensor.is_contiguous() or tensor.untyped_storage().nbytes() != nbytes:
+        raise RealmConversionError(f"{file}: block_emb is a view of a larger storage; re-save the checkpoint.")
+    flat = tensor.reshape(-1).view(torch.uint8)
+    edge = min(nbytes, 4096)
+    head, tail = bytes(flat[:edge].numpy()), bytes(flat[nbytes - edge :].numpy())
+    matches = []
+    with zipfile.ZipFile(file) as archive:
+        for info in archive.infolist():
+            if "/data/" not in info.filename or info.file_size != nbytes or info.compress_type != zipfile.ZIP_STORED:
+                continue
+            offset = _zip_member_offset(file, info)
+            with open(file, "rb") as f:
+                f.seek(offset)
+                first = f.read(edge)
+                f.seek(offset + nbytes - edge)
+                last = f.read(edge)
+            if first == head and last == tail:
+                matches.append(offset)
+    if len(matches) != 1:
+        raise RealmConversionError(
+            f"{file}: cannot locate block_emb's bytes in the zip archive ({len(matches)} candidate entries); "
+            "re-save the checkpoint with torch.save or as safetensors."
+        )
+    return BlockEmbeddingFile(file, matches[0], tuple(tensor.shape), _TORCH_DTYPES[tensor.dtype])
+
+
+def _block_emb_in_safetensors(file: Path) -> BlockEmbeddingFile | None:
+    with open(file, "rb") as f:
+        (header_length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(header_length))
+    entry = header.get(BLOCK_EMB)
+    if entry is None:
+        return None
+    if entry.get("dtype") not in _SAFETENSORS_DTYPES or len(entry.get("shape", ())) != 2:
+        raise RealmConversionError(
+            f"{file}: block_emb has dtype {entry.get('dtype')} and shape {entry.get('shape')}; expected F32/F16 "
+            "[num_blocks, D]."
+        )
+    begin, _ = entry["data_offsets"]
+    return BlockEmbeddingFile(file, 8 + header_length + begin, tuple(entry["shape"]), _SAFETENSORS_DTYPES[entry["dtype"]])
+
+
+def find_block_embeddings(src: str | os.PathLike) -> BlockEmbeddingFile:
+    r"""
+    Locate the corpus embeddings `block_emb` of an old `RealmForOpenQA` checkpoint directory without loading them.
+
+    Raises:
+        [`RealmConversionError`]: when no weight file holds `block_emb`.
+    """
+    directory = Path(src)
+    fmt, files = _weight_files(directory)
+    for file in files:
+        found = _block_emb_in_safetensors(file) if fmt == "safetensors" else _block_emb_in_torch_file(file)
+        if found is not None:
+            return found
+    raise RealmConversionError(
+        f"{directory} holds no block_emb: only old RealmForOpenQA checkpoints (google/realm-orqa-*) carry corpus "
+        "embeddings."
     )

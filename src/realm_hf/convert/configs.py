@@ -97,6 +97,9 @@ def reader_config(config: Mapping) -> RealmReaderConfig:
         max_span_width=realm_config_value(config, "max_span_width"),
         max_length=clip_length(realm_config_value(config, "reader_seq_len"), config),
         span_layer_norm_eps=realm_config_value(config, "reader_layer_norm_eps"),
+        # the old RealmReader ranks (and its loss normalizes) spans over all the blocks it reads by retrieval score +
+        # span score: ORQA's one softmax, not a softmax per block
+        span_normalization="global",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -145,13 +146,15 @@ def convert_open_qa(src: str | os.PathLike | RealmCheckpoint) -> RealmForOpenQA:
         src (`str`, `os.PathLike` or [`RealmCheckpoint`]): The old checkpoint directory (or one already read).
 
     Returns:
-        [`RealmForOpenQA`] in eval mode (`top_k` = the old `reader_beam_size`).
+        [`RealmForOpenQA`] in eval mode (`top_k` = the old `reader_beam_size`, which the old model also retrieved in
+        eval mode; `answer_rule="best_span"`, the old decision rule; the reader's `span_normalization="global"`).
     """
     checkpoint = as_checkpoint(src)
     config = RealmForOpenQAConfig(
         retriever_config=retriever_config(checkpoint.config).to_dict(),
         reader_config=reader_config(checkpoint.config).to_dict(),
-        top_k=realm_config_value(checkpoint.config, "reader_beam_size"),
+        top_k=realm_config_value(checkpoint.config, "reader_beam_size"),  # the old eval-mode searcher beam too
+        answer_rule="best_span",  # answers as the old RealmForOpenQA did (see RealmForOpenQAConfig.answer_rule)
     )
     model = RealmForOpenQA(config)
     reader_renames, reader_drops = reader_renames_and_drops("reader.", "reader.")
@@ -226,30 +229,139 @@ def _save_tokenizer(checkpoint: RealmCheckpoint, output_dir: Path) -> bool:
     return True
 
 
+GOOGLE_CHECKPOINTS = (
+    "realm-cc-news-pretrained-embedder", "realm-cc-news-pretrained-encoder", "realm-cc-news-pretrained-scorer",
+    "realm-cc-news-pretrained-openqa", "realm-orqa-nq-openqa", "realm-orqa-nq-reader", "realm-orqa-wq-openqa",
+    "realm-orqa-wq-reader",
+)
+"""The transformers-REALM checkpoints Google Research released under `google/` (Apache-2.0)."""
+
+CONVERSION_FILE = "conversion.json"
+"""What a converted folder records of its source (read by `realm-hf publish` for the model card)."""
+
+_OLD_CLASSES = {"embedder": "RealmEmbedder", "encoder": "RealmKnowledgeAugEncoder", "reader": "RealmReader",
+                "openqa": "RealmForOpenQA"}
+
+
+def source_repo_id(src_dir: str | os.PathLike) -> str | None:
+    r"""
+    The Hub id of an old checkpoint folder, when it can be told: a Hugging Face cache snapshot
+    (`.../models--google--realm-orqa-nq-openqa/snapshots/<commit>`) names it, and a folder named after one of
+    Google's checkpoints ([`GOOGLE_CHECKPOINTS`], e.g. an `hf download --local-dir realm-orqa-nq-openqa`) is taken
+    for it. `None` otherwise.
+    """
+    parts = Path(os.path.abspath(src_dir)).parts
+    for part in reversed(parts):
+        if part.startswith("models--") and part.count("--") >= 2:
+            return "/".join(part[len("models--") :].split("--", 1))
+    return f"google/{parts[-1]}" if parts and parts[-1] in GOOGLE_CHECKPOINTS else None
+
+
+def resolve_source_dir(src: str | os.PathLike) -> Path:
+    r"""
+    The local folder of an old checkpoint: `src` itself when it is a folder, else the snapshot of the Hub repo `src`
+    (`google/realm-orqa-nq-openqa`) in the Hugging Face cache, downloaded unless `HF_HUB_OFFLINE=1`.
+
+    Raises:
+        `FileNotFoundError`: in one line naming `src` and what to do.
+    """
+    path = Path(src)
+    if path.is_dir():
+        return path
+    from ..hub.download import hub_offline, is_repo_id
+
+    if path.exists() or not is_repo_id(os.fspath(src)):
+        raise FileNotFoundError(
+            f"--src {os.fspath(src)!r} is not a folder; pass the folder of an old checkpoint (config.json + weights) "
+            "or its Hub id (e.g. google/realm-orqa-nq-openqa)."
+        )
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(os.fspath(src), local_files_only=hub_offline()))
+    except Exception as error:  # offline and not cached, unknown repo, network: one line either way
+        how = f"`realm-hf download {os.fspath(src)}` on a machine with access to the Hub first" if hub_offline() else (
+            "check the repo id and your connection")
+        raise FileNotFoundError(
+            f"--src {os.fspath(src)!r} is not a folder, and the Hub repo could not be read "
+            f"({type(error).__name__}); run {how}, or pass a local folder."
+        ) from None
+
+
+def _conversion_record(
+    checkpoint: RealmCheckpoint, src_dir: Path, kind: str, source_id: str | None, converted: list[str], model
+) -> dict:
+    scorer = kind == "embedder" and any(name.startswith("embedder.") for name in checkpoint.state_dict)
+    record = {
+        "format": 1,
+        "source": source_id,
+        "source_path": str(src_dir.resolve()),
+        "old_class": "RealmScorer" if scorer else _OLD_CLASSES[kind],
+        "kind": kind,
+        "license": "apache-2.0" if source_id is not None and source_id.startswith("google/realm-") else None,
+        "converted": converted,
+        "realm_hf_version": _package_version(),
+    }
+    if kind == "openqa":
+        record["answer_rule"] = model.config.answer_rule
+    return record
+
+
+def _package_version() -> str:
+    from ..index.manifest import package_version
+
+    return package_version()
+
+
 def convert_checkpoint(
     src_dir: str | os.PathLike,
     output_dir: str | os.PathLike,
     kind: str | None = None,
     block_embeddings_path: str | os.PathLike | None = None,
     mask_token_id: int | None = None,
+    *,
+    corpus: bool = True,
+    index_type: str | None = None,
+    overwrite: bool = False,
+    source_id: str | None = None,
 ):
     r"""
-    Convert an old transformers-REALM checkpoint directory and `save_pretrained` the realm_hf model (safetensors)
-    to `output_dir`, with the tokenizer when the checkpoint has one.
+    Convert an old transformers-REALM checkpoint directory into a realm_hf folder: the model (safetensors), the
+    tokenizer when the checkpoint has one, `conversion.json` (the source and what was converted) and, for an old
+    `RealmForOpenQA` with its `block_records.npy`, the corpus index `index/` (blocks from the records, the old
+    `block_emb` as its embeddings), so that `pipeline("realm-open-qa", model=output_dir)` answers at once. The folder
+    appears whole or not at all.
 
     Args:
-        src_dir (`str` or `os.PathLike`): The old checkpoint directory.
-        output_dir (`str` or `os.PathLike`): Where the converted model is saved.
+        src_dir (`str` or `os.PathLike`): The old checkpoint directory, or its Hub id (see [`resolve_source_dir`]).
+        output_dir (`str` or `os.PathLike`): Where the converted folder is written; refused when it exists and is
+            not empty, unless `overwrite=True` (then it is replaced once the new folder is complete).
         kind (`str`, *optional*): `"embedder"` (also `RealmScorer`), `"encoder"`, `"reader"` or `"openqa"`;
             detected from the tensor names when omitted.
-        block_embeddings_path (`str` or `os.PathLike`, *optional*): For an old `RealmForOpenQA`, where to write its
-            corpus embeddings `block_emb` (see [`extract_block_embeddings`]). They never go into `output_dir`'s
-            weights; without this argument they are left out (with a log line saying so).
+        block_embeddings_path (`str` or `os.PathLike`, *optional*): For an old `RealmForOpenQA`, also write its
+            `block_emb` to this safetensors file (see [`extract_block_embeddings`]).
         mask_token_id (`int`, *optional*): `[MASK]` id for the encoder when the checkpoint has no `vocab.txt`.
+        corpus (`bool`, *optional*, defaults to `True`): For an old `RealmForOpenQA`, convert its corpus into
+            `index/` (see [`convert_corpus`]); `False` writes the weights only.
+        index_type (`str`, *optional*): The index type of `index/`; defaults to
+            [`realm_hf.convert.corpus.default_index_type`] (exact up to 2M blocks, `"compressed"` above).
+        overwrite (`bool`, *optional*, defaults to `False`): Replace an existing `output_dir`.
+        source_id (`str`, *optional*): The Hub id of the source (recorded for the model card); told from the path
+            when omitted (see [`source_repo_id`]).
 
     Returns:
         The converted model (eval mode).
     """
+    from ..index.atomic import atomic_directory
+    from .corpus import BLOCK_RECORDS_FILE, convert_corpus
+
+    given_src = src_dir
+    src_dir, output_dir = resolve_source_dir(src_dir), Path(output_dir)
+    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())) and not overwrite:
+        raise FileExistsError(
+            f"--output {output_dir} exists and is not empty; choose a new folder, or pass --overwrite "
+            "(overwrite=True) to replace it once the new one is complete."
+        )
     checkpoint = load_realm_checkpoint(src_dir)
     detected = detect_kind(checkpoint.state_dict.keys() | ({BLOCK_EMB} if checkpoint.block_emb_shape else set()))
     if kind is None:
@@ -262,26 +374,52 @@ def convert_checkpoint(
             logger.warning(
                 "kind=%r was given but the tensor names look like %r; converting as %r.", kind, detected, kind
             )
+    with_corpus = kind == "openqa" and checkpoint.block_emb_shape is not None and corpus
+    if with_corpus and not (src_dir / BLOCK_RECORDS_FILE).is_file():
+        raise FileNotFoundError(
+            f"{src_dir} has block_emb but no {BLOCK_RECORDS_FILE}, the texts of its corpus: download the whole "
+            f"repo (`hf download google/realm-orqa-nq-openqa --local-dir {src_dir}`), or pass --no-corpus to "
+            "convert the weights only."
+        )
+    if block_embeddings_path is not None and checkpoint.block_emb_shape is None:
+        raise RealmConversionError(f"{src_dir} holds no block_emb to write to {block_embeddings_path}.")
     logger.info("Converting %s as a REALM %s checkpoint", src_dir, kind)
     if kind == "encoder":
         model = convert_knowledge_encoder(checkpoint, mask_token_id=mask_token_id)
     else:
         model = _CONVERTERS[kind](checkpoint)
+    if source_id is None:
+        source_id = source_repo_id(src_dir) or (os.fspath(given_src) if not Path(given_src).exists() else None)
 
-    output_dir = Path(output_dir)
-    model.save_pretrained(str(output_dir))
-    if _save_tokenizer(checkpoint, output_dir):
-        logger.info("Saved the tokenizer (as BertTokenizer) to %s", output_dir)
-    if checkpoint.block_emb_shape is not None:
+    with atomic_directory(output_dir) as tmp:
+        tmp = Path(tmp)
+        converted = ["weights"]
+        if with_corpus:
+            index = convert_corpus(
+                src_dir, tmp / "index", index_type=index_type,
+                provenance={
+                    "source": source_id or str(src_dir.resolve()),
+                    "embedded_by": "the pre-trained REALM document embedder of the source (for google/realm-orqa-*: "
+                    "google/realm-cc-news-pretrained-embedder), not a tower of the converted model",
+                    "query_tower": "the converted RealmForOpenQA's retriever.query_embedder, which the source "
+                    "scored these embeddings with",
+                },
+            )
+            model.config.index_fingerprint = index.fingerprint  # pairs the model with the embeddings it was trained on
+            converted += [f"block records -> index/blocks ({len(index)} blocks)",
+                          f"block_emb -> index/embeddings.npy (index type {index.index_type})"]
+        model.save_pretrained(str(tmp))
+        if _save_tokenizer(checkpoint, tmp):
+            converted.append("tokenizer (as BertTokenizer)")
+            logger.info("Saved the tokenizer (as BertTokenizer) to %s", output_dir)
         if block_embeddings_path is not None:
             extract_block_embeddings(checkpoint.path, block_embeddings_path)
-        else:
+        elif checkpoint.block_emb_shape is not None and not with_corpus:
             logger.info(
-                "The checkpoint holds corpus embeddings block_emb %s; they are not model weights and were left out. "
-                "Pass block_embeddings_path= (--block-embeddings FILE) to write them for the index.",
-                list(checkpoint.block_emb_shape),
+                "The checkpoint holds corpus embeddings block_emb %s; they are not model weights and were left out "
+                "(--no-corpus).", list(checkpoint.block_emb_shape),
             )
-    elif block_embeddings_path is not None:
-        raise RealmConversionError(f"{src_dir} holds no block_emb to write to {block_embeddings_path}.")
+        record = _conversion_record(checkpoint, src_dir, kind, source_id, converted, model)
+        (tmp / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     logger.info("Saved the converted %s to %s", type(model).__name__, output_dir)
     return model

@@ -158,6 +158,9 @@ class IndexManifest:
             the manifest (blocks, embeddings, faiss file), written by `RealmIndex.save_pretrained` and the Hub bundle,
             and checked before any of them is parsed (`None`: one changed in memory since it was saved, or an index
             written before checksums).
+        provenance (`dict`, *optional*): Where the blocks and embeddings came from when they were not built by this
+            package from a tower it can fingerprint, e.g. `realm-hf convert` of a transformers-REALM checkpoint:
+            the source files, the tower that embedded the blocks and the converted tower whose queries match them.
         format_version (`int`): Version of this directory layout ([`FORMAT_VERSION`]).
     """
 
@@ -174,6 +177,7 @@ class IndexManifest:
     realm_hf_version: str | None = None
     checksums: dict[str, str] | None = None
     format_version: int = FORMAT_VERSION
+    provenance: dict | None = None
 
     def __post_init__(self) -> None:
         if self.created_at is None:

@@ -55,6 +55,8 @@ __all__ = [
     "read_index_files",
     "record_checksums",
     "save_blocks",
+    "save_embeddings",
+    "saved_file_of",
     "saved_folder_of",
     "write_index_files",
 ]
@@ -104,13 +106,58 @@ def write_index_files(index: Any, directory: str | os.PathLike) -> None:
     """
     directory = os.fspath(directory)
     save_blocks(index.blocks, os.path.join(directory, BLOCKS_DIR))
-    np.save(os.path.join(directory, EMBEDDINGS_FILE), np.asarray(index.embeddings), allow_pickle=False)
+    save_embeddings(index.embeddings, os.path.join(directory, EMBEDDINGS_FILE))
     index.backend.save(directory)
     manifest = index.manifest
     manifest.search_params = dict(index.backend.search_params)
     manifest.format_version = FORMAT_VERSION
     manifest.checksums = record_checksums(directory)
     manifest.to_json_file(os.path.join(directory, MANIFEST_NAME))  # last: its presence marks completeness
+
+
+def saved_file_of(embeddings: np.ndarray) -> str | None:
+    r"""
+    The `.npy` file whose data is exactly `embeddings`, or None: a whole file memory-mapped read-only with
+    `np.load(..., mmap_mode="r")` (not a slice or a copy of one).
+
+    Args:
+        embeddings (`np.ndarray`): Any array.
+    """
+    if not isinstance(embeddings, np.memmap) or embeddings.mode != "r" or not embeddings.flags.c_contiguous:
+        return None
+    path = getattr(embeddings, "filename", None)
+    if path is None or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran_order, dtype = read_header(f)
+            data_offset = f.tell()
+    except (OSError, ValueError):
+        return None
+    whole = (tuple(shape), fortran_order, dtype) == (embeddings.shape, False, embeddings.dtype)
+    return path if whole and embeddings.offset == data_offset else None
+
+
+def save_embeddings(embeddings: np.ndarray, path: str | os.PathLike) -> None:
+    r"""
+    Write the embedding matrix to `path` (`.npy`). Embeddings memory-mapped from a whole `.npy` file (see
+    [`saved_file_of`]) are hard-linked, not copied: a converted or refreshed corpus of millions of rows is not written
+    twice, and nothing is read into memory. Where a link cannot be made, the matrix is written.
+
+    Args:
+        embeddings (`np.ndarray` of shape `(N, D)`): The embeddings.
+        path (`str` or `os.PathLike`): The file to create.
+    """
+    source = saved_file_of(embeddings)
+    if source is not None:
+        try:
+            os.link(source, path)
+            return
+        except OSError as err:  # EXDEV, EPERM: copy instead
+            logger.info("Could not hard-link %s to %s (%s); writing the embeddings", source, path, err)
+    np.save(path, np.asarray(embeddings), allow_pickle=False)
 
 
 def saved_folder_of(dataset: datasets.Dataset) -> str | None:

@@ -20,6 +20,13 @@ REALM's Open-QA fine-tuning maximizes (`log Σ_z p(y|z,x) p(z|x)`). An answer fo
 confident span in one poorly retrieved block no longer beats it. Each answer's provenance (`block_id`, `evidence`)
 is its best span.
 
+That is the default answer rule, `answer_rule="marginal"`. A model converted from transformers' REALM
+(`realm-hf convert`) carries `answer_rule="best_span"` in its config and answers as the old `RealmForOpenQA` did:
+the reader reads `tokenizer(question, block_text)` as a pair truncated longest first to the reader's `max_length`, and
+the answer is the single span with the highest retrieval score + span score over the blocks read, its wordpieces
+decoded by the tokenizer (`tokenizer.decode`, as the old classes' users did), with no answer filter. Either rule can
+be asked for per pipeline or per call (`answer_rule=`).
+
 Answers that only repeat the question are left out (`exclude_question_words`, on by default; see
 [`repeats_question`]), the answer filter of Open-QA systems: a reader asked "which river flows through cairo" must not
 answer "Cairo". When every candidate repeats the question, the ranking is kept unfiltered rather than left empty.
@@ -49,6 +56,7 @@ from typing import Any
 import torch
 from transformers.pipelines.base import Pipeline
 
+from ..configuration import ANSWER_RULES
 from ..modeling import RealmForOpenQA
 from ._utils import (
     block_embeddings,
@@ -171,15 +179,19 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         num_blocks (`int`, *optional*, defaults to `config.top_k`): Blocks retrieved and read per question.
         exclude_question_words (`bool`, *optional*, defaults to `True`): Leave out answers that only repeat words of
             the question ([`repeats_question`]); `False` ranks every span.
+        answer_rule (`str`, *optional*, defaults to `config.answer_rule`): `"marginal"` (realm_hf's rule, above) or
+            `"best_span"` (transformers' `RealmForOpenQA`: the single best span by retrieval + span score, its
+            wordpieces decoded).
         batch_size (`int`, *optional*): Questions per forward pass when the input is a list (or a dataset).
 
     Call it with a question string, a `{"question": ...}` dict, a list of them, a dataset or a generator; the call
-    takes `top_k`, `num_blocks`, `exclude_question_words` and `index` too (an index passed to a call is used for that
+    takes `top_k`, `num_blocks`, `exclude_question_words`, `answer_rule` and `index` too (an index passed to a call is used for that
     call only).
 
     Returns:
         Per question, a dict (a list of `top_k` dicts when `top_k > 1`) with
-        - `answer` (`str`): the answer, a substring of the block text (`None` when no block has a readable span);
+        - `answer` (`str`): the answer, a substring of the block text (`"best_span"`: its decoded wordpieces;
+          `None` when no block has a readable span);
         - `score` (`float`): `p(y | x)`, the answer's `p(z | x) · p(s | z, x)` summed over its spans in every
           retrieved block (see [`marginalize_answers`]);
         - `span_score` (`float`): `p(z | x) · p(s | z, x)` of its best span alone;
@@ -199,7 +211,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
 
     def __init__(
         self, model: RealmForOpenQA, tokenizer: Any = None, index: Any = None, check_fingerprint: bool = True,
-        trust_index_file: bool = False, **kwargs: Any,
+        trust_index_file: bool = False, answer_rule: str | None = None, **kwargs: Any,
     ):
         if not isinstance(model, RealmForOpenQA):
             raise TypeError(
@@ -210,6 +222,9 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         if tokenizer is None:
             tokenizer = load_tokenizer_from([resolve_model_dir(model_path, revision=revision)], "RealmForOpenQA model")
         check_fast_tokenizer(tokenizer, type(self).__name__)
+        self._answer_rule = check_answer_rule(
+            answer_rule if answer_rule is not None else getattr(model.config, "answer_rule", "marginal")
+        )
         super().__init__(model=model, tokenizer=tokenizer, **kwargs)
         self.model.eval()
         # the index must be of this model's document tower, or the one recorded when fine-tuning started (with
@@ -229,14 +244,18 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         self._call_indexes: dict[str, Any] = {}
 
     # ----------------------------------------------------------------------------------------------- parameters
-    def _sanitize_parameters(self, top_k=None, num_blocks=None, index=None, exclude_question_words=None, **unknown):
+    def _sanitize_parameters(
+        self, top_k=None, num_blocks=None, index=None, exclude_question_words=None, answer_rule=None, **unknown
+    ):
         if unknown:
             raise TypeError(
                 f"{type(self).__name__} got unexpected arguments {sorted(unknown)}; it takes top_k, num_blocks, index, "
-                "exclude_question_words (and batch_size, num_workers, device at construction)."
+                "exclude_question_words, answer_rule (and batch_size, num_workers, device at construction)."
             )
         forward_params: dict[str, Any] = {}
         postprocess_params: dict[str, Any] = {}
+        if answer_rule is not None:
+            forward_params["answer_rule"] = postprocess_params["answer_rule"] = check_answer_rule(answer_rule)
         if top_k is not None:
             forward_params["top_k"] = postprocess_params["top_k"] = check_positive_int("top_k", top_k)
         if num_blocks is not None:
@@ -287,9 +306,11 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         return encode_query(self.tokenizer, question, self.model.config.retriever_config.query_max_length, "question")
 
     def _forward(
-        self, model_inputs: dict[str, torch.Tensor], top_k: int = 1, num_blocks: int | None = None, index: Any = None
+        self, model_inputs: dict[str, torch.Tensor], top_k: int = 1, num_blocks: int | None = None, index: Any = None,
+        answer_rule: str | None = None,
     ) -> dict[str, torch.Tensor]:
         index = self._resolve_index(index)
+        answer_rule = answer_rule or self._answer_rule
         input_ids = model_inputs["input_ids"]  # [B, Lq]
         attention_mask = model_inputs["attention_mask"]
         token_type_ids = model_inputs["token_type_ids"]
@@ -303,7 +324,10 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         columns = ["text"] if candidate_embeds is not None else ["text", "input_ids", "token_type_ids"]
         blocks = index.get_blocks(block_ids, columns=columns)
 
-        reader = self._reader_inputs(input_ids, attention_mask, blocks["text"])
+        if answer_rule == "best_span":  # as transformers' RealmForOpenQA built it
+            reader = self._pair_reader_inputs(input_ids, attention_mask, blocks["text"])
+        else:
+            reader = self._reader_inputs(input_ids, attention_mask, blocks["text"])
         if candidate_embeds is not None:
             candidates = {"candidate_embeds": candidate_embeds.to(device)}
         else:  # an index that keeps its embeddings out of reach (e.g. sharded): embed the blocks with the doc tower
@@ -340,6 +364,37 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             "block_ids": block_ids.to(device),  # [B, k]
             "block_log_probs": outputs.block_log_probs,  # [B, k]: the reader's p(z|x) (see span_normalization)
             "relevance_scores": outputs.relevance_scores,  # [B, k]
+            "reader_input_ids": reader["input_ids"].to(device),  # [B, k, L], for the decoded answers of "best_span"
+        }
+
+    def _pair_reader_inputs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, texts: list[list[str]]
+    ) -> dict[str, torch.Tensor]:
+        """The reader input of transformers' `RealmRetriever`: the question decoded from its wordpieces and each block
+        text tokenized as a pair, truncated longest first to the reader's `max_length`, padded to the longest;
+        `[B, k, L]`, with the character offsets of each block wordpiece in its block text ((0, 0) elsewhere)."""
+        max_length = self.model.config.reader_config.max_length
+        num_blocks = len(texts[0])
+        questions = [
+            self.tokenizer.decode(input_ids[b, : int(attention_mask[b].sum())], skip_special_tokens=True)
+            for b in range(len(texts))
+        ]
+        encoded = self.tokenizer(
+            [question for question in questions for _ in range(num_blocks)],
+            [text or "" for row in texts for text in row],
+            truncation="longest_first", max_length=max_length, padding=True, return_offsets_mapping=True,
+            return_tensors="pt", verbose=False,
+        )
+        offsets = encoded["offset_mapping"]  # [B*k, L, 2]
+        for row in range(offsets.shape[0]):
+            in_block = torch.tensor([sequence == 1 for sequence in encoded.sequence_ids(row)])
+            offsets[row][~in_block] = 0
+        shape = (len(texts), num_blocks, encoded["input_ids"].shape[-1])
+        return {
+            "input_ids": encoded["input_ids"].view(shape),
+            "token_type_ids": encoded["token_type_ids"].view(shape),
+            "attention_mask": encoded["attention_mask"].view(shape),
+            "offsets": offsets.view(*shape, 2),
         }
 
     def _reader_inputs(
@@ -403,9 +458,13 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         }
 
     def postprocess(
-        self, model_outputs: dict[str, torch.Tensor], top_k: int = 1, index: Any = None, exclude_question_words: bool = True
+        self, model_outputs: dict[str, torch.Tensor], top_k: int = 1, index: Any = None,
+        exclude_question_words: bool | None = None, answer_rule: str | None = None,
     ) -> Any:
         index = self._resolve_index(index)
+        answer_rule = answer_rule or self._answer_rule
+        if exclude_question_words is None:  # the old classes had no answer filter
+            exclude_question_words = answer_rule == "marginal"
         block_ids = model_outputs["block_ids"][0].tolist()  # [k]
         prior = model_outputs["block_log_probs"][0].exp().tolist()  # [k]
         rows = index.get_blocks(block_ids, columns=["block_id", "title", "text"])
@@ -423,7 +482,14 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             char_end = int(model_outputs["answer_char_ends"][0, i])
             text = rows["text"][candidate] or ""
             spans.append((candidate, char_start, char_end, text[char_start:char_end] if char_end > char_start else ""))
-        ranked = marginalize_answers(scores, [span[3] for span in spans])
+        if answer_rule == "best_span":  # each span on its own, best first, its wordpieces decoded
+            ranked = [(None, float(torch.tensor(score).exp()), i) for i, score in enumerate(scores) if score > float("-inf")]
+            reader_ids = model_outputs["reader_input_ids"][0]  # [k, L]
+            for i, (candidate, char_start, char_end, _) in enumerate(spans):
+                start, end = int(model_outputs["answer_starts"][0, i]), int(model_outputs["answer_ends"][0, i])
+                spans[i] = (candidate, char_start, char_end, self.tokenizer.decode(reader_ids[candidate, start : end + 1]))
+        else:
+            ranked = marginalize_answers(scores, [span[3] for span in spans])
         if exclude_question_words:
             question = self.tokenizer.decode(model_outputs["question_ids"][0], skip_special_tokens=True)
             ranked = [answer for answer in ranked if not repeats_question(spans[answer[2]][3], question)] or ranked
@@ -438,7 +504,7 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
                     "span_score": float(torch.tensor(scores[i]).exp()),
                     "block_id": int(block_ids[candidate]),
                     "title": rows["title"][candidate],
-                    "evidence": f"{text[:char_start]}**{answer}**{text[char_end:]}",
+                    "evidence": f"{text[:char_start]}**{text[char_start:char_end]}**{text[char_end:]}",
                     "start": char_start,
                     "end": char_end,
                     "documents": documents,
@@ -450,6 +516,16 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
                  "end": None, "documents": documents}
             )
         return answers[0] if top_k == 1 else answers
+
+
+def check_answer_rule(answer_rule: Any) -> str:
+    """`answer_rule`, refused in one line unless it is one of [`ANSWER_RULES`]."""
+    if answer_rule not in ANSWER_RULES:
+        raise ValueError(
+            f"answer_rule={answer_rule!r} is not one of {ANSWER_RULES}: 'marginal' (realm_hf's rule) or 'best_span' "
+            "(the rule of transformers' RealmForOpenQA, the default of converted checkpoints)."
+        )
+    return answer_rule
 
 
 def add_question_answering_hint() -> None:
