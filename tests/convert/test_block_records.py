@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from realm_hf.convert.block_records import (
-    BlockRecordsError, count_block_records, iter_block_records, write_block_records,
-)
+from realm_hf.convert.block_records import BlockRecordsError, count_block_records, iter_block_records
+from realm_hf.convert.block_records_writer import write_block_records
 from realm_hf.convert.tfrecord import crc32c, iter_tfrecord_blocks, masked_crc32c
 
 OLD_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "old_realm" / "openqa" / "block_records.npy"

@@ -27,34 +27,33 @@ Memory stays flat however many records the file holds: records are handed out ba
 A memo fetch of an earlier record (the same bytes object stored twice) is resolved from a sparse table of where each
 batch of 1000 records starts: that batch is re-read from the file up to the record. Short resolved records are cached.
 
-[`write_block_records`] writes the same format in a stream, byte for byte what `np.save(path, np.array(records,
-dtype=object))` writes with the installed NumPy (header, pickle protocol, frames, memo numbering and batches), without
-holding the records in memory. [`count_block_records`] reads the count from the header alone.
+[`count_block_records`] reads the count from the header alone; `realm_hf.convert.block_records_writer` writes the
+format back, byte for byte as `np.save` does.
+
+Why this module is long: it is one validator of one format, and each of the opcodes it accepts is checked where it
+comes, with the line that refuses everything else; split, the walk would be read in pieces that only hold together.
 """
 
 from __future__ import annotations
 
 import ast
 import bisect
-import io
 import logging
 import operator
 import os
-import pickle
 import pickletools
 import reprlib
 import struct
 from array import array
-from collections.abc import Iterable, Iterator
-from functools import lru_cache
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, BinaryIO
-
-import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BlockRecordsError", "count_block_records", "iter_block_records", "write_block_records"]
+__all__ = [
+    "MEMO_PUT_OPCODES", "OP_FRAME", "OP_PROTO", "PICKLE_BATCH", "PICKLE_FRAME_MIN", "PICKLE_FRAME_TARGET", "RECORD_OPCODES", "BlockRecordsError", "count_block_records",
+    "iter_block_records",
+]
 
 _FIX = (
     "block_records.npy is read without unpickling and only in the form np.save writes for a 1-D object array of "
@@ -68,9 +67,9 @@ _MAX_MEMO = 4_096  # memo entries kept (globals, header values); records are nev
 _MAX_DEPTH = 4  # nested MARKs (np.save: 2)
 _CACHE_MAX_ITEMS = 4_096  # resolved memo fetches kept ...
 _CACHE_MAX_LEN = 256  # ... when that short
-_BATCH = 1_000  # pickle's BATCHSIZE: records between MARK and APPENDS
-_FRAME_TARGET = 64 * 1024  # pickle's FRAME_SIZE_TARGET
-_FRAME_MIN = 4  # pickle's FRAME_SIZE_MIN
+PICKLE_BATCH = 1_000  # pickle's BATCHSIZE: records between MARK and APPENDS
+PICKLE_FRAME_TARGET = 64 * 1024  # pickle's FRAME_SIZE_TARGET
+PICKLE_FRAME_MIN = 4  # pickle's FRAME_SIZE_MIN
 
 
 class BlockRecordsError(ValueError):
@@ -131,13 +130,13 @@ _GLOBALS = {
 _PROTOCOL2_GLOBALS = (_ENCODE, _BYTES)
 
 # opcode codes (`pickletools` `OpcodeInfo.code`)
-_PROTO, _FRAME, _STOP = "\x80", "\x95", "."
+OP_PROTO, OP_FRAME, _STOP = "\x80", "\x95", "."
 _GLOBAL, _STACK_GLOBAL, _REDUCE, _BUILD = "c", "\x93", "R", "b"
 _MARK, _TUPLE, _TUPLE1, _TUPLE2, _TUPLE3, _EMPTY_TUPLE = "(", "t", "\x85", "\x86", "\x87", ")"
 _EMPTY_LIST, _APPEND, _APPENDS = "]", "a", "e"
 _MEMOIZE = "\x94"
-_ATOMS = frozenset("CB\x8e\x8cX\x8d")  # SHORT_BINBYTES BINBYTES BINBYTES8 SHORT_BINUNICODE BINUNICODE BINUNICODE8
-_PUTS = frozenset("pqr\x94")  # PUT BINPUT LONG_BINPUT MEMOIZE
+RECORD_OPCODES = frozenset("CB\x8e\x8cX\x8d")  # SHORT_BINBYTES BINBYTES BINBYTES8 SHORT_BINUNICODE BINUNICODE BINUNICODE8
+MEMO_PUT_OPCODES = frozenset("pqr\x94")  # PUT BINPUT LONG_BINPUT MEMOIZE
 _GETS = frozenset("ghj")  # GET BINGET LONG_BINGET
 _SCALARS = {"N": None, "\x88": True, "\x89": False}  # NONE NEWTRUE NEWFALSE
 _INTS = frozenset("JKM\x8a")  # BININT BININT1 BININT2 LONG1
@@ -284,21 +283,21 @@ class _Walk:
         reader, memo = self.reader, self.memo
         ops = pickletools.genops(reader)
         op, proto, pos = next(ops)
-        if op.code != _PROTO or not 2 <= proto <= 5:
+        if op.code != OP_PROTO or not 2 <= proto <= 5:
             raise self.refuse(pos, f"a pickle that starts with {op.name} {_show(proto)}, not PROTO 2 to 5")
-        atoms = frozenset(c for c in _ATOMS if _OPCODE_PROTOCOL[c] <= proto)  # the others are refused below
+        atoms = frozenset(c for c in RECORD_OPCODES if _OPCODE_PROTOCOL[c] <= proto)  # the others are refused below
         stack: list = []
         metastack: list[list] = []
         memo_count = 0
         frame_end = 0
-        prev = _PROTO
+        prev = OP_PROTO
         for op, arg, pos in ops:
             c = op.code
             if c in atoms:  # a record, or a string of the header
                 stack.append(arg)
                 if len(stack) > _MAX_PENDING:
                     raise self._too_many(pos)
-            elif c in _PUTS:
+            elif c in MEMO_PUT_OPCODES:
                 if c == _MEMOIZE:
                     if proto < 4:
                         raise self.refuse(pos, f"MEMOIZE in a protocol {proto} pickle")
@@ -340,7 +339,7 @@ class _Walk:
                 stack.append(value)
                 if len(stack) > _MAX_PENDING:
                     raise self._too_many(pos)
-            elif c == _FRAME:
+            elif c == OP_FRAME:
                 if proto < 4:
                     raise self.refuse(pos, f"FRAME in a protocol {proto} pickle")
                 if pos < frame_end:
@@ -516,9 +515,9 @@ class _Walk:
                 if pos >= here:
                     break
                 c = op.code
-                if c in _ATOMS:
+                if c in RECORD_OPCODES:
                     stack.append(arg)
-                elif c in _PUTS:
+                elif c in MEMO_PUT_OPCODES:
                     if count == index:
                         value = stack[-1] if stack else None
                         if (type(value) in (bytes, str) and prev not in _GETS
@@ -542,7 +541,7 @@ class _Walk:
                     stack.clear()
                 elif c == _EMPTY_LIST:
                     stack.append(self.records)
-                elif c != _FRAME:
+                elif c != OP_FRAME:
                     break
                 prev = c
         except (ValueError, IndexError, struct.error):  # already walked once: cannot happen in a file np.save wrote
@@ -622,188 +621,3 @@ def iter_block_records(path: str | os.PathLike, batch_size: int = 10_000) -> Ite
         finally:
             if replaced:
                 logger.warning("%d records of %s are not valid UTF-8: decoded with errors='replace'", replaced, path)
-
-
-# ------------------------------------------------------------------------------------------------------ the writer
-@lru_cache(maxsize=None)
-def _numpy_save_protocol() -> int:
-    """The pickle protocol `np.save` of the installed NumPy writes object arrays with."""
-    buffer = io.BytesIO()
-    np.save(buffer, np.empty(0, dtype=object), allow_pickle=True)
-    data = buffer.getvalue()
-    start = 10 + struct.unpack("<H", data[8:10])[0]  # a format 1.0 header
-    if data[start] != 0x80:
-        raise RuntimeError(f"np.save wrote an object array without a PROTO opcode: {data[start:start + 8]!r}")
-    return data[start + 1]
-
-
-class _StateOnly:
-    """Pickles as an object array of `shape` whose element list is empty: what comes before and after the
-    records of a real one."""
-
-    def __init__(self, reduce_value: tuple):
-        self.reduce_value = reduce_value
-
-    def __reduce__(self) -> tuple:
-        return self.reduce_value
-
-
-@lru_cache(maxsize=64)
-def _pickle_template(num_records: int, protocol: int) -> tuple[bytes, int, tuple[int, bytes]]:
-    """(the opcodes before the first record, after PROTO and without frames; the memo count there; the memo index
-    and object of the `b'b'` that `ndarray.__reduce__` passes, CPython's shared one-byte object, which a record that
-    is that same object refers back to)."""
-    func, args, state = np.empty(0, dtype=object).__reduce__()
-    state = (state[0], (num_records,), *state[2:4], [])
-    data = pickle.dumps(_StateOnly((func, args, state)), protocol=protocol)
-    ops = list(pickletools.genops(data))
-    start = next(pos for op, _, pos in ops if op.code not in (_PROTO, _FRAME))
-    names = [op.name for op, _, _ in ops]
-    at = names.index("EMPTY_LIST")
-    if len(ops) != at + 6 or names[at + 2] != "TUPLE" or names[at + 4:] != ["BUILD", "STOP"]:
-        raise RuntimeError(f"unexpected pickle of an empty object array: {names}")
-    end = ops[at + 2][2]
-    puts = [i for i, (op, _, _) in enumerate(ops[: at + 2]) if op.code in _PUTS]
-    b_at = next(i for i, (op, arg, _) in enumerate(ops) if op.code in _ATOMS and arg == args[2])
-    return data[start:end], len(puts), (puts.index(b_at + 1), args[2])
-
-
-def _memo_put(index: int, protocol: int) -> bytes:
-    if protocol >= 4:
-        return b"\x94"
-    return b"q" + bytes((index,)) if index < 256 else b"r" + struct.pack("<I", index)
-
-
-def _memo_get(index: int) -> bytes:
-    return b"h" + bytes((index,)) if index < 256 else b"j" + struct.pack("<I", index)
-
-
-def _as_bytes(record: Any) -> bytes:
-    if isinstance(record, str):
-        return record.encode("utf-8")
-    if isinstance(record, (bytes, bytearray, memoryview)):
-        return bytes(record)
-    raise TypeError(f"a block record must be bytes or str, got {type(record).__name__}")
-
-
-_SHORT_BINBYTES = [b"C" + bytes((n,)) for n in range(256)]
-
-
-def write_block_records(
-    path: str | os.PathLike, records_iterable: Iterable[bytes | str], num_records: int, *, protocol: int | None = None
-) -> None:
-    r"""
-    Write block records as the old transformers REALM did (`np.save` of a 1-D object array of `bytes`), streaming.
-
-    The file is byte for byte what `np.save(path, np.array(list(records), dtype=object))` writes with the installed
-    NumPy: the same `.npy` header, pickle protocol, FRAME opcodes, memo numbering and APPENDS batches of 1000. Only a
-    frame's worth of output (~64 KiB, or one record when larger) is held in memory. Records that are the very same
-    object as an earlier record are written as NumPy does (a memo fetch) for empty and one-byte records, the ones
-    CPython shares; any other record is written in full, as np.save does for distinct objects. The file appears
-    under `path` only once complete (written to a temporary file beside it, then renamed).
-
-    Args:
-        path (`str` or `os.PathLike`): The `.npy` file to write.
-        records_iterable (`Iterable[bytes | str]`): The records; `str` is written as its UTF-8 bytes.
-        num_records (`int`): How many records the iterable yields (the header comes first).
-        protocol (`int`, *optional*): Pickle protocol (3, 4 or 5); defaults to the one `np.save` uses (4 with
-            NumPy 2). With 3 the file is what `np.save` of NumPy 1.x wrote (`pickle.dump(array, protocol=3)`).
-
-    Raises:
-        `ValueError`: The iterable yields more or fewer than `num_records` records (no file is left).
-        `TypeError`: A record is not bytes or text.
-    """
-    num_records = operator.index(num_records)
-    if num_records < 0:
-        raise ValueError(f"num_records must be >= 0, got {num_records}")
-    protocol = _numpy_save_protocol() if protocol is None else operator.index(protocol)
-    if protocol not in (3, 4, 5):
-        raise ValueError(f"protocol must be 3, 4 or 5, got {protocol}")
-    prefix, memo_count, typecode = _pickle_template(num_records, protocol)
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb", buffering=1 << 20) as f:
-            np.lib.format.write_array_header_1_0(f, {"descr": "|O", "fortran_order": False, "shape": (num_records,)})
-            f.write(bytes((0x80, protocol)))
-            written = _write_pickled_records(
-                f, prefix, memo_count, typecode, records_iterable, num_records, protocol
-            )
-        if written != num_records:
-            given = f"more than {num_records}" if written > num_records else str(written)
-            raise ValueError(f"write_block_records: {given} records given, num_records is {num_records}")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    logger.info("Wrote %d block records to %s", num_records, path)
-
-
-def _write_pickled_records(
-    f: BinaryIO,
-    prefix: bytes,
-    memo_count: int,
-    typecode: tuple[int, bytes],
-    records: Iterable,
-    num_records: int,
-    protocol: int,
-) -> int:
-    """What the C pickler writes after PROTO for the array, with its framing (`_Pickler_OpcodeBoundary` before each
-    record, large records outside frames, frames under 4 bytes left bare); returns the number of records."""
-    framing = protocol >= 4
-    frame_header = struct.Struct("<BQ")
-    frame = bytearray(prefix)  # the open frame (without protocol 4 framing: just a write buffer)
-    # id -> (memo index, the object kept alive) for objects of <= 1 byte already pickled: CPython shares them
-    shared: dict[int, tuple[int, bytes]] = {id(typecode[1]): typecode}
-    memo_put = b"\x94" if framing else None
-    total = 0
-
-    def commit() -> None:
-        if framing and len(frame) >= _FRAME_MIN:
-            f.write(frame_header.pack(0x95, len(frame)))
-        f.write(frame)
-        frame.clear()
-
-    for record in records:
-        if total == num_records:
-            return total + 1  # more than announced
-        if type(record) is not bytes:
-            record = _as_bytes(record)
-        if total % _BATCH == 0 and num_records > 1:
-            frame += b"("  # MARK, before the boundary check of the batch's first record
-        if len(frame) >= _FRAME_TARGET:
-            commit()
-        size = len(record)
-        if size <= 1 and id(record) in shared:
-            frame += _memo_get(shared[id(record)][0])
-        else:
-            if size < 256:
-                frame += _SHORT_BINBYTES[size]
-                frame += record
-            else:
-                if size <= 0xFFFFFFFF:
-                    header = b"B" + struct.pack("<I", size)
-                elif framing:
-                    header = b"\x8e" + struct.pack("<Q", size)
-                else:
-                    raise ValueError(f"a record of {size} bytes needs pickle protocol 4")
-                if size >= _FRAME_TARGET:  # written outside any frame
-                    if frame:
-                        commit()
-                    f.write(header)
-                    f.write(record)
-                else:
-                    frame += header
-                    frame += record
-            if size <= 1 and len(shared) < 65_536:
-                shared[id(record)] = (memo_count, record)
-            frame += memo_put or _memo_put(memo_count, protocol)
-            memo_count += 1
-        total += 1
-        if total == num_records and num_records == 1:
-            frame += b"a"  # APPEND
-        elif total % _BATCH == 0 or total == num_records:
-            frame += b"e"  # APPENDS
-    frame += b"t" + _memo_put(memo_count, protocol) + b"b."  # TUPLE, memo, BUILD, STOP
-    commit()
-    return total

@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from ..configuration import RealmForOpenQAConfig, RealmKnowledgeEncoderConfig
+from ..hub.conversion_facts import CONVERSION_FILE  # what `realm-hf publish` reads for the card
 from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
 from .checkpoint import (
     BLOCK_EMB, KIND_ALIASES, KINDS, RealmCheckpoint, RealmConversionError, as_checkpoint, detect_kind,
@@ -236,8 +237,6 @@ GOOGLE_CHECKPOINTS = (
 )
 """The transformers-REALM checkpoints Google Research released under `google/` (Apache-2.0)."""
 
-CONVERSION_FILE = "conversion.json"
-"""What a converted folder records of its source (read by `realm-hf publish` for the model card)."""
 
 _OLD_CLASSES = {"embedder": "RealmEmbedder", "encoder": "RealmKnowledgeAugEncoder", "reader": "RealmReader",
                 "openqa": "RealmForOpenQA"}

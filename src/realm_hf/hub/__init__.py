@@ -15,6 +15,8 @@ One module a responsibility:
 - `pairing`: which index goes with which model ([`check_index_matches_model`], [`record_index_pairing`]);
 - `cards`: model and dataset cards from templates ([`render_model_card`], [`load_eval_results`]);
 - `training_facts`: what the trainers wrote, for the cards ([`collect_training_facts`]);
+- `conversion_facts`: what `realm-hf convert` recorded of a converted folder's source (`conversion.json`), for the
+  cards ([`read_conversion_facts`]);
 - `remote_code`: opt-in `trust_remote_code` loading ([`add_remote_code`]);
 - `publish`: a saved model and its index to the Hub ([`publish`], what `realm-hf publish` runs).
 """
@@ -22,6 +24,7 @@ One module a responsibility:
 from __future__ import annotations
 
 from .bundles import check_index_bundle, index_bundle_patterns, write_index_bundle
+from .conversion_facts import CONVERSION_FILE, read_conversion_facts
 from .cards import CARD_KINDS, TEMPLATES_DIR, load_eval_results, render_model_card
 from .download import hub_offline, is_repo_id, resolve_index_dir
 from .pairing import check_index_matches_model, expected_index_fingerprint, record_index_pairing
@@ -33,6 +36,7 @@ from .upload import push_index_to_hub
 
 __all__ = [
     "CARD_KINDS",
+    "CONVERSION_FILE",
     "PublishResult",
     "TEMPLATES_DIR",
     "add_remote_code",
@@ -46,6 +50,7 @@ __all__ = [
     "load_eval_results",
     "publish",
     "push_index_to_hub",
+    "read_conversion_facts",
     "record_index_pairing",
     "render_model_card",
     "resolve_index_dir",

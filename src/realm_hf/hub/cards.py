@@ -13,6 +13,7 @@ from ..index.manifest import IndexManifest
 from ..utils.slicing import split_slice
 from ..utils.files import read_json_file
 from .bundles import BLOCK_SHARD_PATTERN
+from .conversion_facts import read_conversion_facts
 from .training_facts import collect_training_facts, format_command, round_metric
 
 
@@ -250,7 +251,10 @@ def render_model_card(
             `pretraining_corpus` (the name of the pre-training corpus X), `training` (overrides of collected facts),
             `manifest` ([`IndexManifest`] or dict, for `"index"`), `model_repo_id` (for `"index"`), `model_layout`
             (`"pretrained"` for a pre-training run's `retriever/` + `encoder/`: its card names X and Z with their
-            counts, the figures the run recorded and the `realm-hf pretrain` command of its settings).
+            counts, the figures the run recorded and the `realm-hf pretrain` command of its settings), `conversion`
+            (a folder converted from transformers' REALM: [`read_conversion_facts`], read from `training_dir`'s
+            `conversion.json` when not given; its source becomes `base_model` and its license `license` unless those
+            are given, and the card names the source, what was converted and the answer rule).
 
     Returns:
         `huggingface_hub.ModelCard` (or `DatasetCard` for `"index"`): `str(card)` is the README; `card.data` its
@@ -266,6 +270,13 @@ def render_model_card(
     args = dict(training.get("args") or {})
     model_id = facts.pop("model_id", None) or facts.get("repo_id") or "realm-model"
     facts.setdefault("repo_id", model_id)
+    conversion = facts.pop("conversion", None)
+    if conversion is None and training_dir is not None:
+        conversion = read_conversion_facts(training_dir)
+    if conversion:
+        for fact, value in (("base_model", conversion["source"]), ("license", conversion["license"])):
+            if facts.get(fact) is None and value is not None:
+                facts[fact] = value
     language = facts.pop("language", "en")
     license_ = facts.pop("license", None)
     tags = ["realm", "realm_hf", "retrieval-augmented", *facts.pop("tags", [])]
@@ -310,7 +321,7 @@ def render_model_card(
     template = _card_environment().get_template(CARD_KINDS[kind])
     content = template.render(
         card_data=data.to_yaml(), model_id=model_id, kind=kind, results=results, training=training, args=args,
-        manifest=manifest, license=license_, language=language, bibtex=REALM_BIBTEX,
+        manifest=manifest, license=license_, language=language, bibtex=REALM_BIBTEX, conversion=conversion,
         figure_names=PRETRAINING_FIGURES, **facts,
     )
     return card_cls(content)

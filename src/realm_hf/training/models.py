@@ -3,6 +3,8 @@ and their tokenizer."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -15,10 +17,15 @@ from ..modeling.initial_weights import resolve_bert_path
 from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
 from ..modeling.retriever import load_bert_weights
 from ..utils.files import MODEL_FILE_HINT, read_json_file
+from ..utils.options import UsageError
 from .arguments import CorpusArguments, ModelArguments, OpenQaArguments
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "TINY_BERT",
+    "fit_lengths_to_models",
+    "length_limits",
     "is_realm_dir",
     "load_models",
     "load_open_qa_model",
@@ -53,28 +60,94 @@ def _retriever_options(model_args: ModelArguments, corpus_args: CorpusArguments,
     }
 
 
+def fit_lengths_to_models(corpus_args: CorpusArguments, limits: dict[str, tuple[int, str]]) -> None:
+    r"""
+    Fit the run's lengths to the models it starts from (a converted `google/realm-*` checkpoint, a saved realm_hf
+    model), in place: a length left at its default that is longer than its model takes is lowered to the model's
+    (logged), one asked for (command line, config file) is refused. A `query_max_length` left at its default that
+    leaves no room for a block in `joined_max_length` (when that is limited here) is lowered to half of it.
+
+    Args:
+        corpus_args ([`CorpusArguments`]): The run's lengths (`block_length`, `query_max_length`, `joined_max_length`).
+        limits (`dict[str, tuple[int, str]]`): Field name -> (the most its model takes, what says so, e.g.
+            `"block_max_length of the retriever at models/embedder"`).
+
+    Raises:
+        [`UsageError`]: one line naming the option, the model's limit and a value that works.
+    """
+    defaults = {field.name: field.default for field in dataclasses.fields(CorpusArguments)}
+    given = {name: getattr(corpus_args, name) != defaults[name] for name in limits}
+    for name, (limit, owner) in limits.items():
+        value = getattr(corpus_args, name)
+        if value <= limit:
+            continue
+        if given[name]:
+            raise UsageError(
+                f"--{name} {value} is longer than the model takes: {owner} is {limit} wordpieces; pass --{name} "
+                f"{limit} or less."
+            )
+        logger.info("%s %d lowered to %d: %s is %d", name, value, limit, owner, limit)
+        setattr(corpus_args, name, limit)
+    if "joined_max_length" not in limits:
+        return
+    joined, query = corpus_args.joined_max_length, corpus_args.query_max_length
+    if query + 1 >= joined and not given.get("query_max_length", False):  # e.g. both lowered to a model's 64
+        logger.info("query_max_length %d lowered to %d: half of joined_max_length=%d", query, joined // 2, joined)
+        corpus_args.query_max_length = query = joined // 2
+    if query + 1 >= joined:  # [CLS] x [SEP] z_body [SEP]: no wordpiece of the block would fit
+        raise UsageError(
+            f"--query_max_length {query} leaves no room for a block in joined_max_length={joined} wordpieces "
+            f"([CLS] x [SEP] z_body [SEP]); pass a shorter --query_max_length, e.g. {joined // 2}."
+        )
+
+
+def length_limits(
+    retriever: RealmRetriever, retriever_source: str, reader=None, reader_source: str | None = None
+) -> dict[str, tuple[int, str]]:
+    """The `limits` of [`fit_lengths_to_models`] from the retriever's config and, when given, that of the model that
+    reads the joined sequences (a `RealmKnowledgeEncoder` or a `RealmReader`: its `max_length`)."""
+    limits = {
+        "block_length": (retriever.config.block_max_length, f"block_max_length of the retriever ({retriever_source})"),
+        "query_max_length": (retriever.config.query_max_length, f"query_max_length of the retriever ({retriever_source})"),
+    }
+    if reader is not None:
+        limits["joined_max_length"] = (reader.config.max_length, f"max_length of {reader_source}")
+    return limits
+
+
 # ------------------------------------------------------------------------------------------- pre-training
-def load_models(model_args: ModelArguments, corpus_args: CorpusArguments, vocab_size: int, mask_token_id: int):
-    """The retriever and the encoder from saved REALM models, a BERT checkpoint, or tiny random configs."""
+def load_models(
+    model_args: ModelArguments, corpus_args: CorpusArguments, vocab_size: int, mask_token_id: int,
+    ict_warm_start: str | None = None,
+):
+    r"""
+    The retriever and the encoder from saved REALM models, a BERT checkpoint, or tiny random configs; the retriever
+    of `ict_warm_start` (an ICT output) instead, when given. The lengths of `corpus_args` are then fitted to them
+    ([`fit_lengths_to_models`]): a start converted from `google/realm-*` may take shorter inputs than the defaults.
+    """
     if model_args.random_init:
         bert = _tiny_bert(vocab_size, corpus_args)
         retriever = RealmRetriever(RealmRetrieverConfig(bert_config=bert, **_retriever_options(model_args, corpus_args)))
         encoder = RealmKnowledgeEncoder(
             RealmKnowledgeEncoderConfig(bert_config=bert, max_length=corpus_args.joined_max_length, mask_token_id=mask_token_id)
         )
-        return retriever, encoder
-    retriever_path = resolve_bert_path(model_args.retriever)
-    if is_realm_dir(retriever_path, "realm_retriever"):
-        retriever = RealmRetriever.from_pretrained(retriever_path)
     else:
-        retriever = RealmRetriever.from_bert(retriever_path, **_retriever_options(model_args, corpus_args))
-    encoder_path = resolve_bert_path(model_args.encoder)
-    if is_realm_dir(encoder_path, "realm_knowledge_encoder"):
-        encoder = RealmKnowledgeEncoder.from_pretrained(encoder_path)
-    else:
-        encoder = RealmKnowledgeEncoder.from_bert(
-            encoder_path, max_length=corpus_args.joined_max_length, mask_token_id=mask_token_id
-        )
+        retriever_path = resolve_bert_path(model_args.retriever)
+        if ict_warm_start or is_realm_dir(retriever_path, "realm_retriever"):
+            retriever = RealmRetriever.from_pretrained(ict_warm_start or retriever_path)
+        else:
+            retriever = RealmRetriever.from_bert(retriever_path, **_retriever_options(model_args, corpus_args))
+        encoder_path = resolve_bert_path(model_args.encoder)
+        if is_realm_dir(encoder_path, "realm_knowledge_encoder"):
+            encoder = RealmKnowledgeEncoder.from_pretrained(encoder_path)
+        else:
+            encoder = RealmKnowledgeEncoder.from_bert(
+                encoder_path, max_length=corpus_args.joined_max_length, mask_token_id=mask_token_id
+            )
+    if model_args.random_init and ict_warm_start:
+        retriever = RealmRetriever.from_pretrained(ict_warm_start)
+    limits = length_limits(retriever, ict_warm_start or model_args.retriever, encoder, f"the encoder ({model_args.encoder})")
+    fit_lengths_to_models(corpus_args, limits)
     return retriever, encoder
 
 

@@ -28,7 +28,10 @@ from ..modeling import RealmForOpenQA, RealmRetriever
 from ..utils.files import read_json_file
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, OpenQaArguments
 from .loop import TrainingLoop, as_examples, make_accelerator
-from .models import is_realm_dir, load_open_qa_model, load_open_qa_tokenizer, untie_retriever_towers
+from .models import (
+    fit_lengths_to_models, is_realm_dir, length_limits, load_open_qa_model, load_open_qa_tokenizer,
+    untie_retriever_towers,
+)
 from ..utils.precision import autocast_dtype, resolve_embed_dtype
 from .zero3 import whole_copy
 
@@ -109,6 +112,14 @@ class OpenQaTrainer(TrainingLoop):
         model = load_open_qa_model(openqa_args, model_args, corpus_args, len(self.tokenizer))
         if model.retriever.doc_embedder is None and openqa_args.untie_towers:
             model = untie_retriever_towers(model)
+        # a start converted from google/realm-* (or any saved model) may take shorter inputs than the defaults
+        fit_lengths_to_models(corpus_args, length_limits(
+            model.retriever, openqa_args.model or model_args.retriever, model.reader,
+            f"the reader ({openqa_args.model or model_args.encoder})",
+        ))
+        # the saved model asks for questions as long as those it was fine-tuned on (its evaluation, `realm-hf ask`)
+        model.config.retriever_config.query_max_length = corpus_args.query_max_length
+        model.retriever.config.query_max_length = corpus_args.query_max_length
         model.retriever.freeze_null_document_prior()  # Open-QA retrieves no null document
         if openqa_args.freeze_retriever:
             model.retriever.requires_grad_(False)
