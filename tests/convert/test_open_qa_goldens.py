@@ -183,3 +183,20 @@ def test_index_type_flag(tmp_path):
     assert RealmIndex.from_pretrained(output / "index").index_type == "torch-exact"
     qa = pipeline("realm-open-qa", model=str(output))
     assert qa(GOLDENS[0]["question"])["answer"] == GOLDENS[0]["predicted_answer_fast"]
+
+
+def test_realm_hf_rule_answers_whole_words(converted, qa):
+    """Under realm_hf's own rule a span never begins on a `##` piece nor stops before one (the goldens do, 26 of 48
+    ends: the old rule keeps them)."""
+    continuation = {i for token, i in qa.tokenizer.get_vocab().items() if token.startswith("##")}
+    for golden in GOLDENS:
+        with torch.no_grad():
+            outputs = qa._forward(qa.preprocess(golden["question"]), answer_rule="marginal", top_k=5)
+        ids = outputs["reader_input_ids"][0]  # [k, L]
+        kept = outputs["answer_log_scores"][0] > float("-inf")
+        for block, start, end in zip(outputs["answer_candidates"][0][kept], outputs["answer_starts"][0][kept],
+                                     outputs["answer_ends"][0][kept]):
+            assert int(ids[block, start]) not in continuation
+            assert end + 1 >= ids.shape[-1] or int(ids[block, end + 1]) not in continuation
+        answer = qa(golden["question"], answer_rule="marginal")["answer"]
+        assert answer is None or not answer.startswith("##")

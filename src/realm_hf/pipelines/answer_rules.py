@@ -18,8 +18,8 @@ from ..configuration import ANSWER_RULES
 from ..data.answers import normalize_answer
 
 __all__ = [
-    "answer_key", "check_answer_rule", "joined_reader_inputs", "marginalize_answers", "pair_reader_inputs",
-    "repeats_question",
+    "answer_key", "check_answer_rule", "continuation_mask", "joined_reader_inputs", "marginalize_answers",
+    "pair_reader_inputs", "repeats_question", "whole_word_spans",
 ]
 
 
@@ -170,3 +170,33 @@ def joined_reader_inputs(
         "attention_mask": mask.view(shape),
         "offsets": offset_tensor.view(*shape, 2),
     }
+
+
+def continuation_mask(tokenizer: Any) -> torch.Tensor:
+    """`[V]` bool: True for the wordpieces that continue a word (WordPiece's `##` prefix)."""
+    vocab = tokenizer.get_vocab()
+    mask = torch.zeros(max(len(tokenizer), max(vocab.values()) + 1), dtype=torch.bool)
+    for token, token_id in vocab.items():
+        if token.startswith("##"):
+            mask[token_id] = True
+    return mask
+
+
+def whole_word_spans(
+    input_ids: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, continuations: torch.Tensor
+) -> torch.Tensor:
+    r"""
+    Which spans are whole words: their first wordpiece begins a word and the wordpiece after their last does not
+    continue it.
+
+    Args:
+        input_ids (`torch.LongTensor` of shape `(B, K, L)`): The reader's input.
+        starts, ends (`torch.LongTensor` of shape `(S,)`): The spans' first and last positions.
+        continuations (`torch.BoolTensor` of shape `(V,)`): [`continuation_mask`] of the tokenizer.
+
+    Returns:
+        `torch.BoolTensor` of shape `(B, K, S)`.
+    """
+    continues = continuations.to(input_ids.device)[input_ids]  # [B, K, L]
+    after = torch.cat([continues[..., 1:], torch.zeros_like(continues[..., :1])], dim=-1)  # [B, K, L]: next continues
+    return ~continues[..., starts] & ~after[..., ends]

@@ -20,6 +20,7 @@ REALM's Open-QA fine-tuning maximizes (`log Σ_z p(y|z,x) p(z|x)`). An answer fo
 confident span in one poorly retrieved block no longer beats it. Each answer's provenance (`block_id`, `evidence`)
 is its best span.
 
+Spans start and end on word boundaries: a span that begins on a `##` wordpiece or stops before one is no answer.
 That is the default answer rule, `answer_rule="marginal"`. A model converted from transformers' REALM
 (`realm-hf convert`) carries `answer_rule="best_span"` in its config and answers as the old `RealmForOpenQA` did:
 the reader reads `tokenizer(question, block_text)` as a pair truncated longest first to the reader's `max_length`, and
@@ -57,7 +58,8 @@ from transformers.pipelines.base import Pipeline
 
 from ..modeling import RealmForOpenQA
 from .answer_rules import (
-    check_answer_rule, joined_reader_inputs, marginalize_answers, pair_reader_inputs, repeats_question,
+    check_answer_rule, continuation_mask, joined_reader_inputs, marginalize_answers, pair_reader_inputs,
+    repeats_question, whole_word_spans,
 )
 from ._utils import (
     block_embeddings,
@@ -283,6 +285,10 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         span_logits = outputs.span_logits  # [B, k, S]
         joint = outputs.span_log_probs + outputs.block_log_probs.unsqueeze(-1)  # [B, k, S]
         valid = span_logits > torch.finfo(span_logits.dtype).min / 2
+        if answer_rule == "marginal":  # answers are whole words; the old rule kept pieces of words, as it did
+            valid &= whole_word_spans(
+                reader["input_ids"].to(device), outputs.span_starts, outputs.span_ends, self._continuation_ids()
+            )
         joint = joint.masked_fill(~valid, float("-inf")).view(batch_size, -1)  # [B, k*S]
         num_spans = span_logits.shape[-1]
         n = min(joint.shape[-1], max(_MIN_SPAN_CANDIDATES, 4 * top_k))
@@ -305,6 +311,12 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
             "relevance_scores": outputs.relevance_scores,  # [B, k]
             "reader_input_ids": reader["input_ids"].to(device),  # [B, k, L], for the decoded answers of "best_span"
         }
+
+    def _continuation_ids(self) -> torch.Tensor:
+        """`[V]` bool: the wordpieces that continue a word (`##...`), computed once per tokenizer."""
+        if getattr(self, "_continuations", None) is None:
+            self._continuations = continuation_mask(self.tokenizer)
+        return self._continuations
 
     def _candidate_tokens(self, blocks: dict[str, list], device: torch.device) -> dict[str, torch.Tensor]:
         from ..data.collators import pad_sequences
