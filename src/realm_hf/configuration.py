@@ -8,7 +8,8 @@ encoders are plain `BertModel`s) and adds the REALM-specific settings; invalid v
 from __future__ import annotations
 
 import math
-from typing import Literal
+import os
+from typing import Any, Literal
 
 from huggingface_hub.dataclasses import strict
 from transformers import BertConfig, PreTrainedConfig
@@ -30,6 +31,27 @@ POOLINGS = ("cls", "pooler", "mean")
 _BERT_BASE: dict = {}
 
 
+def _is_local_path(name: Any) -> bool:
+    """Whether a recorded `_name_or_path` is a path of this machine rather than a Hub id."""
+    return isinstance(name, str) and (os.path.isabs(name) or name.startswith(("./", "../", "~")) or os.sep + os.sep in name)
+
+
+class _NoLocalPaths:
+    """Saved (and published) REALM configs carry no path of the machine that wrote them: the `_name_or_path` of a
+    nested BERT config made from a local folder (e.g. the packaged MiniLM inside a virtual environment) is cleared,
+    as a Hub id is kept."""
+
+    def to_dict(self) -> dict[str, Any]:
+        output = super().to_dict()
+        pending = [output]
+        while pending:  # the config and every config nested in it, at any depth
+            holder = pending.pop()
+            if _is_local_path(holder.get("_name_or_path")):
+                holder["_name_or_path"] = ""
+            pending.extend(value for value in holder.values() if isinstance(value, dict))
+        return output
+
+
 def _check_positive(name: str, value: int | None, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
@@ -47,7 +69,7 @@ def _check_fits_positions(name: str, length: int, bert_config: BertConfig) -> No
 
 
 @strict
-class RealmRetrieverConfig(PreTrainedConfig):
+class RealmRetrieverConfig(_NoLocalPaths, PreTrainedConfig):
     r"""
     Configuration of [`RealmRetriever`], the dense retriever `f(x, z) = Embed_input(x)ᵀ Embed_doc(z)`.
 
@@ -156,7 +178,7 @@ class RealmRetrieverConfig(PreTrainedConfig):
 
 
 @strict
-class RealmKnowledgeEncoderConfig(PreTrainedConfig):
+class RealmKnowledgeEncoderConfig(_NoLocalPaths, PreTrainedConfig):
     r"""
     Configuration of [`RealmKnowledgeEncoder`], the knowledge-augmented encoder `p(y | z, x)` used in
     pre-training: a BERT with a masked-LM head over `[CLS] x [SEP] z_body [SEP]`.
@@ -215,7 +237,7 @@ SPAN_NORMALIZATIONS = ("block", "global")
 
 
 @strict
-class RealmReaderConfig(PreTrainedConfig):
+class RealmReaderConfig(_NoLocalPaths, PreTrainedConfig):
     r"""
     Configuration of [`RealmReader`], the Open-QA span reader over `[CLS] question [SEP] block [SEP]`.
 
@@ -271,7 +293,7 @@ ANSWER_RULES = ("marginal", "best_span")
 
 
 @strict
-class RealmForOpenQAConfig(PreTrainedConfig):
+class RealmForOpenQAConfig(_NoLocalPaths, PreTrainedConfig):
     r"""
     Configuration of [`RealmForOpenQA`]: a retriever (query tower fine-tuned, documents from a fixed index) and a
     span reader.
