@@ -3,6 +3,8 @@ import torch
 
 from realm_hf import RealmKnowledgeEncoder, RealmKnowledgeEncoderConfig
 
+import hand_computations as hand
+
 B, K, L = 3, 4, 12
 
 
@@ -53,16 +55,34 @@ def test_candidate_likelihood_is_product_over_masked_tokens(encoder):
     assert out.masked_token_logits.shape == (K * 6, 64)  # 1 + 3 + 2 masked tokens per candidate
 
 
+def test_marginal_log_likelihood_by_hand_from_raw_logits(encoder):
+    """log p(y | x) = log Σ_z p(y | z, x) p(z | x) with p(y | z, x) = Π_j p(y_j | z, x): each factor a softmax of the
+    MLM head's vocabulary logits over the BERT states of `[CLS] x [SEP] z [SEP]`, computed by hand
+    (tests/modeling/hand_computations.py), and p(z | x) the softmax of the relevance scores."""
+    input_ids, labels, relevance = make_batch()
+    out = encoder(input_ids=input_ids, relevance_scores=relevance, labels=labels)
+    with torch.no_grad():
+        per_candidate = hand.candidate_log_likelihoods(encoder, input_ids, labels)  # [B, K]
+    expected = hand.marginal_log_likelihood(per_candidate, relevance.detach())  # [B]
+    torch.testing.assert_close(out.candidate_log_likelihood.double(), per_candidate, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.marginal_log_likelihood.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.loss.double(), -expected.mean(), rtol=1e-5, atol=1e-5)
+
+
 def test_gradient_wrt_relevance_is_posterior_minus_prior(encoder):
-    """Paper, Appendix A: d log p(y|x) / d f(x, z_k) = p(z_k | y, x) - p(z_k | x)."""
+    """Paper, Appendix A: d log p(y|x) / d f(x, z_k) = p(z_k | y, x) - p(z_k | x), with the posterior and the prior
+    computed by hand from the raw scores and the raw per-candidate log-likelihoods (not the model's outputs)."""
     input_ids, labels, relevance = make_batch()
     out = encoder(input_ids=input_ids, relevance_scores=relevance, labels=labels)
     (-out.loss * B).backward()  # sum over examples of log p(y|x)
-    expected = out.posterior_log_probs.exp() - out.retrieval_log_probs.exp()
-    torch.testing.assert_close(relevance.grad, expected.detach(), rtol=1e-5, atol=1e-6)
-    # the posterior is a distribution and the gradient sums to zero per example
-    torch.testing.assert_close(out.posterior_log_probs.exp().sum(-1), torch.ones(B))
+    with torch.no_grad():
+        per_candidate = hand.candidate_log_likelihoods(encoder, input_ids, labels)  # [B, K]
+    prior, posterior = hand.prior_and_posterior(per_candidate, relevance.detach())
+    torch.testing.assert_close(relevance.grad.double(), posterior - prior, rtol=1e-5, atol=1e-6)
+    # the gradient sums to zero per example: adding a constant to every score changes nothing
     torch.testing.assert_close(relevance.grad.sum(-1), torch.zeros(B), atol=1e-6, rtol=0)
+    # and the model's own posterior is that one
+    torch.testing.assert_close(out.posterior_log_probs.exp().double(), posterior, rtol=1e-5, atol=1e-6)
 
 
 def test_null_document_gives_retrieval_utility(encoder):

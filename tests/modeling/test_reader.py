@@ -4,6 +4,8 @@ import torch
 from realm_hf import RealmReader, RealmReaderConfig
 from realm_hf.modeling.reader import enumerate_spans
 
+import hand_computations as hand
+
 B, K, L, W = 2, 3, 14, 3
 
 
@@ -35,29 +37,66 @@ def test_spans_stay_inside_the_block(reader):
     torch.testing.assert_close(out.span_log_probs.exp().sum(-1), torch.ones(B, K))
 
 
-def test_span_marginal_loss_by_hand(reader):
+def test_span_softmax_covers_exactly_the_valid_spans_of_each_block(reader):
+    """p(s | z, x) is a softmax over exactly the spans whose start and end are block positions (token type 1,
+    attended, not the final [SEP]) and whose width is at most max_span_width: those spans' log-probabilities equal a
+    log-softmax of their MLP([h_start; h_end]) scores computed by hand, and every other span has probability 0."""
+    input_ids, attention_mask, token_type_ids = make_inputs()
+    out = reader(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+    spans = list(zip(out.span_starts.tolist(), out.span_ends.tolist()))
+    for b in range(B):
+        by_hand = hand.span_scores(reader, input_ids[b], attention_mask[b], token_type_ids[b], W)  # K dicts
+        for k in range(K):
+            expected = hand.span_log_probs(by_hand[k])
+            assert set(expected) == {s for s in spans if s in expected}  # every valid span is enumerated
+            for i, span in enumerate(spans):
+                if span in expected:
+                    torch.testing.assert_close(out.span_log_probs[b, k, i].double(), expected[span], rtol=1e-5, atol=1e-5)
+                else:
+                    assert out.span_log_probs[b, k, i].exp() == 0.0, (b, k, span)
+    # the shorter block (attended up to 9, its [SEP] at 9) has spans in 5..8 only
+    shorter = hand.span_scores(reader, input_ids[1], attention_mask[1], token_type_ids[1], W)[2]
+    assert min(start for start, _ in shorter) == 5 and max(end for _, end in shorter) == 8
+
+
+GOLD_SPANS = {
+    "answer twice in block 0 and once in block 2; example 1 answerable nowhere": {
+        (0, 0): [(6, 7), (9, 9)], (0, 2): [(5, 7)],
+    },
+    "both answerable, one answer in the shorter block": {
+        (0, 1): [(12, 12)], (1, 2): [(7, 8)], (1, 0): [(5, 5), (8, 10)],
+    },
+}
+
+
+@pytest.mark.parametrize("gold", GOLD_SPANS.values(), ids=GOLD_SPANS.keys())
+def test_span_marginal_loss_by_hand(reader, gold):
+    """loss = -mean over answerable questions of log Σ_z p(z | x) Σ_{s ∈ S(z, y)} p(s | z, x), with p(z | x) the
+    softmax of the retrieval scores and p(s | z, x) the softmax of the span scores over the valid spans of block z,
+    all computed by hand from the BERT states and the span scorer's weights (tests/modeling/hand_computations.py)."""
     input_ids, attention_mask, token_type_ids = make_inputs()
     relevance = torch.randn(B, K)
     starts = torch.full((B, K, 2), -1)
     ends = torch.full((B, K, 2), -1)
-    starts[0, 0, 0], ends[0, 0, 0] = 6, 7  # example 0: answer twice in block 0, once in block 2
-    starts[0, 0, 1], ends[0, 0, 1] = 9, 9
-    starts[0, 2, 0], ends[0, 2, 0] = 5, 7
-    # example 1: answer nowhere -> no loss contribution
+    for (b, k), answers in gold.items():
+        for a, (start, end) in enumerate(answers):
+            starts[b, k, a], ends[b, k, a] = start, end
     out = reader(
         input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
         relevance_scores=relevance, start_positions=starts, end_positions=ends,
     )
-    span_index = {(s.item(), e.item()): i for i, (s, e) in enumerate(zip(out.span_starts, out.span_ends))}
-    log_pz = torch.log_softmax(relevance[0], -1)
-    terms = [
-        log_pz[0] + out.span_log_probs[0, 0, span_index[(6, 7)]],
-        log_pz[0] + out.span_log_probs[0, 0, span_index[(9, 9)]],
-        log_pz[2] + out.span_log_probs[0, 2, span_index[(5, 7)]],
-    ]
-    expected = -torch.logsumexp(torch.stack(terms), 0)
-    torch.testing.assert_close(out.loss, expected)
-    assert out.answerable.tolist() == [True, False]
+    log_likelihoods = []
+    for b in range(B):
+        log_prior = hand.log_normalize(relevance[b].double())  # [K]
+        by_hand = hand.span_scores(reader, input_ids[b], attention_mask[b], token_type_ids[b], W)
+        terms = [
+            log_prior[k] + hand.span_log_probs(by_hand[k])[span]
+            for (gold_b, k), answers in gold.items() if gold_b == b for span in answers
+        ]
+        if terms:
+            log_likelihoods.append(hand.log_sum_exp(terms))
+    torch.testing.assert_close(out.loss.double(), -torch.stack(log_likelihoods).mean(), rtol=1e-5, atol=1e-5)
+    assert out.answerable.tolist() == [any(b == gold_b for gold_b, _ in gold) for b in range(B)]
 
 
 def test_unanswerable_batch_has_zero_loss_with_graph(reader):
