@@ -66,7 +66,8 @@ def test_a_run_directory_instead_of_its_final_model(tmp_path, capsys):
 
 def test_a_corpus_whose_titles_are_not_text(tmp_path, capsys):
     corpus = write_jsonl(tmp_path / "lists.jsonl", [{"title": "A", "text": "a"}, {"title": ["B"], "text": "b"}])
-    status = main(["build-index", "--corpus", corpus, "--output", str(tmp_path / "index"), "--index-type", "torch-exact"])
+    status = main(["build-index", "--corpus", corpus, "--output", str(tmp_path / "index"),
+                   "--index-type", "torch-exact"])
     assert status == 2
     line = error_line(capsys, "build-index")
     assert "Article columns ['title'] must hold strings" in line and corpus in line
@@ -247,3 +248,88 @@ def test_missing_data_is_named_before_a_missing_model(tmp_path):
     corpus = str(tmp_path / "wiki-2015")
     with pytest.raises(UsageError, match=r"^--corpus '.*wiki-2015': no article file .*docs/data\.md"):
         check_arguments([ModelArguments(encoder=str(tmp_path / "stage-1" / "encoder")), CorpusArguments(corpus=corpus)])
+
+
+# ------------------------------------------------------------------- corpora that are empty, or articles without text
+@pytest.mark.parametrize("content, expected", [("", "is empty (0 bytes), so it holds no article"),
+                                               ("\n  \n", "holds no article (only blank lines)")])
+def test_an_empty_corpus_file(content, expected, tmp_path, capsys):
+    corpus = tmp_path / "empty.jsonl"
+    corpus.write_text(content)
+    status = main(["build-index", "--corpus", str(corpus), "--output", str(tmp_path / "index"),
+                   "--index-type", "torch-exact"])
+    assert status == 2
+    line = error_line(capsys, "build-index")
+    assert f"{corpus} {expected}" in line and "StopIteration" not in line
+    assert not (tmp_path / "index").exists()
+
+
+def test_pretraining_on_an_empty_corpus(tmp_path):
+    corpus = tmp_path / "empty.jsonl"
+    corpus.write_text("")
+    done = realm_hf_command("pretrain", "--output_dir", str(tmp_path / "run"), "--random_init", "--corpus", str(corpus))
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip() and "Generating train split" not in line]
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert lines[0].startswith(f"realm-hf pretrain: error: {corpus} is empty (0 bytes)")
+
+
+def test_an_article_without_text_is_refused_by_file_and_line(tmp_path, capsys):
+    rows = [{"title": f"T{i}", "text": f"article number {i}"} for i in range(10)]
+    corpus = write_jsonl(tmp_path / "articles.jsonl", rows[:5] + [{"title": "No body"}] + rows[5:])
+    status = main(["build-index", "--corpus", corpus, "--output", str(tmp_path / "index"),
+                   "--index-type", "torch-exact"])
+    assert status == 2
+    line = error_line(capsys, "build-index")
+    assert f"{corpus}:6 has no 'text' (1 article in all)" in line
+    assert not (tmp_path / "index").exists()
+
+
+def test_articles_without_text_or_title_in_memory_are_refused():
+    with pytest.raises(ValueError, match=r"^article 1 \(counting from 0\) of the list given has no 'text'"):
+        load_articles([{"title": "A", "text": "a"}, {"title": "B"}])
+    with pytest.raises(ValueError, match=r"^article 1 \(counting from 0\) of the list given has no 'title'"):
+        load_articles([{"title": "A", "text": "a"}, {"text": "b"}])
+    assert load_articles([{"title": "A", "text": ""}])["text"] == [""]  # an empty body is an article (no block)
+
+
+def test_a_broken_jsonl_line_gives_json_s_whole_reason(tmp_path):
+    corpus = tmp_path / "control.jsonl"
+    corpus.write_text('{"title": "A", "text": "a"}\n{"title": "B", "text": "tab\there"}\n')
+    with pytest.raises(ValueError) as error:
+        load_articles(str(corpus))
+    assert f"{corpus}:2 is not valid JSON (Invalid control character at column 28)" in str(error.value)
+
+
+# ----------------------------------------------------------------------------------- the Hub offline, an index folder
+def test_download_offline_of_a_repo_not_in_the_cache(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    assert main(["download", "org/realm-openqa", "--cache-dir", str(tmp_path / "cache")]) == 2
+    line = error_line(capsys, "download")
+    assert "'org/realm-openqa' is not in the Hugging Face cache" in line and "HF_HUB_OFFLINE=1 is set" in line
+    assert "unset HF_HUB_OFFLINE" in line and "local_files_only" not in line
+
+
+def test_an_index_folder_given_as_the_model(tmp_path, capsys):
+    model = tmp_path / "final"
+    (model / "index").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "index" / "manifest.json").write_text("{}")
+    index = str(model / "index")
+    assert main(["ask", "who wrote hamlet", "--model", index]) == 2
+    line = error_line(capsys, "ask")
+    assert line.endswith(f"--model {index!r} is an index folder (manifest.json), not a model; pass the model it "
+                         f"belongs to (--model {model}, --index {index}).")
+    lone = tmp_path / "lone-index"
+    lone.mkdir()
+    (lone / "manifest.json").write_text("{}")
+    assert main(["build-index", "--corpus", "embedded", "--model", str(lone), "--output", str(tmp_path / "out")]) == 2
+    assert f"(--model MODEL, --index {lone})" in error_line(capsys, "build-index")
+
+
+def test_no_deepspeed_notice_on_a_run_that_does_not_use_it(tmp_path):
+    """accelerate imports DeepSpeed (when installed) at every save_pretrained: its CPU notice is not shown."""
+    done = realm_hf_command("convert", "--src", os.path.join(os.path.dirname(__file__), "fixtures", "old_realm",
+                                                             "embedder"), "--output", str(tmp_path / "converted"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "real_accelerator" not in done.stdout + done.stderr

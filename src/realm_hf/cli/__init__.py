@@ -41,7 +41,7 @@ import argparse
 import sys
 
 from ..utils.options import StrictArgumentParser
-from ..utils.quiet import configure_logging
+from ..utils.quiet import configure_logging, hide_deepspeed_cpu_notice
 from . import ask, average, build_index, convert, demo, download, publish, search, training
 
 COMMANDS = {
@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         flags.add(_GLOBAL_FLAGS[argv[position]])
         position += 1
     command = argv[position] if position < len(argv) else None
+    if "verbose" not in flags:
+        hide_deepspeed_cpu_notice()  # accelerate imports DeepSpeed when installed, used or not (utils.quiet)
     try:
         return _run(argv, command, argv[position + 1 :], verbose="verbose" in flags)
     except (ValueError, OSError, ImportError) as error:  # bad inputs: a value, a path, a missing extra

@@ -24,11 +24,33 @@ def run(args: argparse.Namespace) -> None:
         )
     else:
         from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
 
         from ..hub import hub_offline
+        from ..utils.options import UsageError
 
-        path = snapshot_download(  # offline: the cache only (huggingface_hub < 2 would list a commit's files online)
-            args.repo_id, revision=args.revision, cache_dir=args.cache_dir,
-            local_files_only=args.local_files_only or hub_offline(),
-        )
+        offline = hub_offline()
+        try:
+            # offline: the cache only (huggingface_hub < 2 would list a commit's files online)
+            path = snapshot_download(
+                args.repo_id, revision=args.revision, cache_dir=args.cache_dir,
+                local_files_only=args.local_files_only or offline,
+            )
+        except LocalEntryNotFoundError as error:  # its message advises `local_files_only=False`, an argument of Python
+            raise UsageError(_not_cached(args, offline)) from error
     print(path)
+
+
+def _not_cached(args: argparse.Namespace, offline: bool) -> str:
+    """The one line for a model repo the cache lacks and the Hub cannot give: the repo and what keeps it offline."""
+    repo = repr(args.repo_id) + (f" (revision {args.revision!r})" if args.revision else "")
+    where = f"the Hugging Face cache {args.cache_dir!r}" if args.cache_dir else "the local Hugging Face cache"
+    if offline:
+        why = "HF_HUB_OFFLINE=1 is set"
+        fix = "unset HF_HUB_OFFLINE to download it, or download it on a machine with access and copy the cache over"
+    elif args.local_files_only:
+        why, fix = "--local-files-only is set", "drop --local-files-only to download it"
+    else:
+        why = "the Hub cannot be reached"
+        fix = "check the network (or HF_ENDPOINT), or download it on a machine with access and copy the cache over"
+    return f"{repo} is not in {where} and {why}; {fix}."

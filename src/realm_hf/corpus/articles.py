@@ -63,10 +63,22 @@ def _load_files(files: list[str], cache_dir: str | None) -> datasets.Dataset:
     if parquet and json_files:
         raise ValueError("Mixing Parquet and JSON article files in one source is not supported; load them separately.")
     builder = "parquet" if parquet else "json"
+    empty = [f for f in files if os.path.getsize(f) == 0]
+    if empty:
+        raise ValueError(f"{empty[0]} is empty (0 bytes), so it holds no article; add {{\"title\", \"text\"}} rows or "
+                         "leave it out of the corpus.")
+    blank = _first_blank_json([f for f in json_files if os.path.getsize(f) < 65536])  # whitespace only: cheap to see
+    if blank is not None:
+        raise ValueError(blank)
     json_logger = logging.getLogger(_DATASETS_JSON_LOGGER)
     json_logger.addFilter(_drop_json_parse_errors)  # a malformed row is reported below, with its file and line
     try:
         return datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir)
+    except StopIteration as error:  # `datasets` reads the first file's first rows for its schema: there are none
+        blank = _first_blank_json(json_files)
+        if blank is None:
+            raise RuntimeError(f"datasets found no rows to read in {files[:5]}") from error
+        raise ValueError(blank) from error
     except datasets.exceptions.DatasetGenerationError as error:
         bad = _first_malformed_json(json_files)
         if bad is None:
@@ -80,6 +92,22 @@ def _drop_json_parse_errors(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Failed to load JSON from file")
 
 
+def _first_blank_json(files: list[str]) -> str | None:
+    """'FILE holds only blank lines ...' for the first JSON(L) file of `files` without a row; None when all have."""
+    for path in files:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            if not any(line.strip() for line in f):
+                return (f"{path} holds no article (only blank lines); add {{\"title\", \"text\"}} rows or leave it "
+                        "out of the corpus.")
+    return None
+
+
+def _json_reason(error: json.JSONDecodeError) -> str:
+    """json's whole reason: its message and the column ('Invalid control character at: line 1 column 27' is cut)."""
+    return f"{error.msg} column {error.colno}" if error.msg.endswith(" at") else f"{error.msg} at column {error.colno}"
+
+
 def _first_malformed_json(files: list[str]) -> str | None:
     """'FILE:LINE is not valid JSON (...)' for the first unreadable row of JSON(L) `files`; None when all read."""
     for path in files:
@@ -89,7 +117,8 @@ def _first_malformed_json(files: list[str]) -> str | None:
                 try:
                     json.load(f)
                 except json.JSONDecodeError as error:
-                    return f"{path}:{error.lineno} is not valid JSON ({error.msg}); fix or remove the article."
+                    reason = _json_reason(error)
+                    return f"{path}:{error.lineno} is not valid JSON ({reason}); fix or remove the article."
                 continue
             for line_number, line in enumerate(f, 1):
                 if not line.strip():
@@ -97,10 +126,42 @@ def _first_malformed_json(files: list[str]) -> str | None:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as error:
-                    return f"{path}:{line_number} is not valid JSON ({error.msg}); fix or remove the line."
+                    return f"{path}:{line_number} is not valid JSON ({_json_reason(error)}); fix or remove the line."
                 if not isinstance(row, dict):
                     return f"{path}:{line_number} is not a JSON object; each line must be one {{\"title\", \"text\"}} article."
     return None
+
+
+def _first_row_without(column: str, files: list[str]) -> str | None:
+    """'FILE:LINE' of the first JSONL row of `files` without a `column` value (absent or null); None if none is."""
+    for path in files:
+        if ".jsonl" not in os.path.basename(path):
+            continue
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            for line_number, line in enumerate(f, 1):
+                if line.strip() and json.loads(line).get(column) is None:
+                    return f"{path}:{line_number}"
+    return None
+
+
+def _refuse_missing_values(articles: datasets.Dataset, source: Any, files: list[str]) -> None:
+    """Refuse articles without a 'title' or 'text' (a row lacking the key is null in Arrow) rather than drop them."""
+    for column in ("text", "title"):
+        if articles._indices is None:  # the Arrow table is the dataset: its null count is free
+            nulls = articles.data.column(column).null_count
+        else:  # a selection of a larger table
+            nulls = sum(value is None for value in articles[column])
+        if not nulls:
+            continue
+        where = _first_row_without(column, files)
+        if where is None:
+            first = articles[column].index(None)
+            where = f"article {first} (counting from 0) of {_describe(source)}"
+        raise ValueError(
+            f"{where} has no {column!r} ({nulls} article{'s' if nulls > 1 else ''} in all); give every article a "
+            f"{column!r} string (\"\" for none) or remove it."
+        )
 
 
 def _is_string(feature: Any) -> bool:
@@ -133,12 +194,14 @@ def load_articles(source: Any, cache_dir: str | None = None) -> datasets.Dataset
         `datasets.Dataset` with exactly the columns `id`, `title`, `text`.
     """
     loaded_from = None  # logged only when read from files: in-memory sources are checked, not loaded
+    files: list[str] = []
     if isinstance(source, datasets.Dataset):
         articles = source
     elif isinstance(source, datasets.DatasetDict):
         raise ValueError(f"Got a DatasetDict with splits {list(source)}; pass one split, e.g. source['train'].")
     elif _is_path(source) or (isinstance(source, Sequence) and source and all(_is_path(s) for s in source)):
-        articles = _load_files(resolve_files(source), cache_dir)
+        files = resolve_files(source)
+        articles = _load_files(files, cache_dir)
         loaded_from = _describe(source)
     elif isinstance(source, Sequence) and all(isinstance(row, Mapping) for row in source):
         articles = datasets.Dataset.from_list([dict(row) for row in source])
@@ -156,6 +219,7 @@ def load_articles(source: Any, cache_dir: str | None = None) -> datasets.Dataset
             f"Article columns {sorted(not_text)} must hold strings, got {list(not_text.values())} in {_describe(source)}; "
             "give every row a text 'title' and 'text'."
         )
+    _refuse_missing_values(articles, source, files)
     if "id" not in articles.column_names:
         articles = articles.add_column("id", [str(i) for i in range(len(articles))])
     articles = articles.select_columns(list(ARTICLE_COLUMNS))

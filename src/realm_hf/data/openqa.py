@@ -31,6 +31,7 @@ import torch
 from .answer_spans import find_answer_spans, pad_answer_spans, tokenize_text_answers
 from .collators import pad_sequences
 from .qa_examples import load_qa_examples, normalize_qa_example  # load_qa_examples: part of this module's API
+from ..utils.messages import excerpt
 
 
 logger = logging.getLogger(__name__)
@@ -247,7 +248,7 @@ class OpenQaCollator:
             if len(ids) > self.query_max_length:
                 if not self.truncate_questions:
                     raise ValueError(
-                        f"The question {question[:80]!r}... has {len(ids)} wordpieces with [CLS]/[SEP], more than "
+                        f"The question {excerpt(question)} has {len(ids)} wordpieces with [CLS]/[SEP], more than "
                         f"query_max_length={self.query_max_length}. Shorten it, raise query_max_length, or pass "
                         "truncate_questions=True."
                     )
@@ -255,7 +256,7 @@ class OpenQaCollator:
             out.append(list(ids))
         return out
 
-    def check_question_lengths(self, examples: Sequence[Mapping[str, Any]], source: str = "the questions") -> int:
+    def check_question_lengths(self, examples: Sequence[Mapping[str, Any]], source: str | None = None) -> int:
         r"""
         Find the questions longer than `query_max_length` before any batch runs, so that one question never stops a
         job midway: with `truncate_questions` they are cut (one warning names them), else refused (one error names
@@ -263,7 +264,7 @@ class OpenQaCollator:
 
         Args:
             examples (`Sequence[Mapping]`): Normalized QA examples (`id`, `question`; see [`normalize_qa_example`]).
-            source (`str`, defaults to `"the questions"`): Where they come from, for the messages (e.g. a file name).
+            source (`str`, *optional*): Where they come from, for the messages (e.g. a file name).
 
         Returns:
             `int`: how many questions are cut (0 when none is too long).
@@ -279,8 +280,8 @@ class OpenQaCollator:
         named = ", ".join(f"id {example_id!r} ({length})" for example_id, length in over[:5])
         named += f" and {len(over) - 5} more" if len(over) > 5 else ""
         what = (
-            f"{len(over)} of {len(examples)} questions of {source} are longer than query_max_length="
-            f"{self.query_max_length} wordpieces with [CLS]/[SEP]: {named}"
+            f"{len(over)} of {len(examples)} questions{f' of {source}' if source else ''} are longer than "
+            f"query_max_length={self.query_max_length} wordpieces with [CLS]/[SEP]: {named}"
         )
         if not self.truncate_questions:
             raise ValueError(f"{what}. Pass truncate_questions=True (--truncate_questions) to cut them to that length.")

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from ..utils.messages import excerpt
+
 logger = logging.getLogger(__name__)
 
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
@@ -80,7 +82,7 @@ def encode_query(
     """
     ids = tokenizer(text, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
     if len(ids) <= 2:
-        raise ValueError(f"The {what} {text!r} has no wordpieces the tokenizer keeps; pass some text.")
+        raise ValueError(f"The {what} {excerpt(text)} has no wordpieces the tokenizer keeps; pass some text.")
     if len(ids) > max_length:
         kept = ids[: max_length - 1] + [tokenizer.sep_token_id]
         lost = [i for i in ids[max_length - 1 : -1] if i in keep_ids]
@@ -91,12 +93,12 @@ def encode_query(
             )
         logger.warning(
             "The %s has %d wordpieces, more than the retriever's query_max_length=%d; it is truncated to its first "
-            "%d wordpieces: %r",
+            "%d wordpieces: %s",
             what,
             len(ids),
             max_length,
             max_length - 2,
-            text[:80],
+            excerpt(text),
         )
         ids = kept
     input_ids = torch.tensor([ids], dtype=torch.long)

@@ -51,6 +51,7 @@ from transformers.pipelines.base import Pipeline
 from ..data.collators import IGNORE_INDEX, RealmPretrainingCollator, retriever_inputs
 from ..index.manifest import fingerprint_module
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
+from ..utils.messages import excerpt
 from ._utils import (
     check_batch,
     check_fast_tokenizer,
@@ -211,7 +212,7 @@ class RealmFillMaskPipeline(Pipeline):
         )
         if not bool((encoded["input_ids"] == mask_id).any()):
             raise ValueError(
-                f"The text {text[:80]!r} has no {self.tokenizer.mask_token} token; mask the word(s) to predict."
+                f"The text {excerpt(text)} has no {self.tokenizer.mask_token} token; mask the word(s) to predict."
             )
         if encoded["input_ids"].shape[1] + 1 > self.model.config.max_length:
             raise ValueError(

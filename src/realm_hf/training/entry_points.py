@@ -76,7 +76,10 @@ _CHECKS: dict[str, Callable[[str, str], None]] = {
     "qa_file": check_qa_files,
     "eval_qa_file": check_qa_files,
     "index_dir": check_index_dir,
-    **{name: functools.partial(check_model, expected=expected) for name, expected in _MODEL_CHECK.items()},
+    **{
+        name: functools.partial(check_model, expected=expected, index_option="--index_dir")
+        for name, expected in _MODEL_CHECK.items()
+    },
 }
 """Cheap checks of argument fields by name (`training.validation`), run on every given value before the job starts."""
 _DATA_FIELDS = frozenset({"corpus", "pretraining_corpus", "train_file", "eval_file", "qa_file", "eval_qa_file"})

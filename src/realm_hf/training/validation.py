@@ -58,7 +58,9 @@ def _in_hub_cache(repo_id: str) -> bool:
     )
 
 
-def check_model(value: str, option: str, expected: str = "a saved model directory") -> None:
+def check_model(
+    value: str, option: str, expected: str = "a saved model directory", index_option: str = "--index"
+) -> None:
     r"""
     Check that `value` names a model that can be loaded: `minilm` (the packaged weights), an existing directory, or
     a Hub repo id (offline, `HF_HUB_OFFLINE=1`: one in the local cache).
@@ -67,6 +69,7 @@ def check_model(value: str, option: str, expected: str = "a saved model director
         value (`str`): The value given.
         option (`str`): The option it was given to, e.g. `"--model"` (named in the message).
         expected (`str`): What the option takes, e.g. `"a RealmForOpenQA directory (<finetune output>/final)"`.
+        index_option (`str`): The option of the same command that takes an index (named when `value` is one).
 
     Raises:
         [`UsageError`]: naming the value and what to pass instead.
@@ -76,7 +79,7 @@ def check_model(value: str, option: str, expected: str = "a saved model director
     except (ImportError, FileNotFoundError) as error:
         raise UsageError(f"{option} {value!r}: {error}") from error
     if os.path.isdir(path):
-        _check_model_dir(path, value, option, expected)
+        _check_model_dir(path, value, option, expected, index_option)
         return
     if os.path.exists(path):
         raise UsageError(f"{option} {value!r} is a file; pass {expected}.")
@@ -91,8 +94,20 @@ def check_model(value: str, option: str, expected: str = "a saved model director
         )
 
 
-def _check_model_dir(path: str, value: str, option: str, expected: str) -> None:
-    """An existing directory must hold a config.json (flat, or a pre-training output's retriever/ and encoder/)."""
+def _check_model_dir(path: str, value: str, option: str, expected: str, index_option: str = "--index") -> None:
+    """An existing directory must hold a config.json (flat, or a pre-training output's retriever/ and encoder/), and
+    not be an index folder (which names the model it sits in, when it sits in one)."""
+    from ..index.manifest import MANIFEST_NAME
+
+    if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
+        parent = os.path.dirname(os.path.normpath(value)) or "."
+        owner = parent if any(
+            os.path.isfile(os.path.join(parent, *parts, "config.json")) for parts in ((), ("retriever",))
+        ) else "MODEL"
+        raise UsageError(
+            f"{option} {value!r} is an index folder ({MANIFEST_NAME}), not a model; pass the model it belongs to "
+            f"({option} {owner}, {index_option} {value})."
+        )
     if any(os.path.isfile(os.path.join(path, *parts, "config.json")) for parts in ((), ("retriever",), ("encoder",))):
         return
     final = os.path.join(value, "final")

@@ -145,6 +145,25 @@ def unforce_bm25s_debug() -> None:
         logger.setLevel(logging.NOTSET)
 
 
+DEEPSPEED_CPU_NOTICE = ("DeepSpeed", "Setting accelerator to CPU")
+"""(logger, start of the message) of DeepSpeed's warning when it finds no GPU. accelerate imports DeepSpeed whenever
+it is installed (`extract_model_from_parallel`, which every `save_pretrained` and the Trainer call), so every run of
+a machine without a GPU printed it, whether or not it asked for DeepSpeed. The logger does not propagate: the filter
+sits on it, not on the CLI's handler."""
+
+
+def _not_deepspeed_cpu_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(DEEPSPEED_CPU_NOTICE[1])
+
+
+def hide_deepspeed_cpu_notice() -> None:
+    """Drop DeepSpeed's "Setting accelerator to CPU" warning (`DEEPSPEED_CPU_NOTICE`) and only it, whenever DeepSpeed
+    is imported (call it before); DeepSpeed's other lines still show, and `realm-hf -v` shows this one too."""
+    logger = logging.getLogger(DEEPSPEED_CPU_NOTICE[0])
+    if _not_deepspeed_cpu_notice not in logger.filters:
+        logger.addFilter(_not_deepspeed_cpu_notice)
+
+
 class ProgressBarSafeHandler(logging.StreamHandler):
     r"""
     A `logging.StreamHandler` that writes each record through `tqdm.write`: an active progress bar is cleared, the
