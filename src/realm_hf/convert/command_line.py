@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kind", default=None, choices=sorted(KIND_ALIASES), help="Detected when omitted.")
     parser.add_argument(
         "--index-type", default=None,
-        help="openqa: index type of <output>/index (default: Flat up to 2M blocks, compressed above; any type "
+        help="openqa: index type of <output>/index (default: Flat up to 2M blocks, IVF4096,SQ8 above; any type "
         "`realm-hf build-index` takes).",
     )
     parser.add_argument("--no-corpus", action="store_true", help="openqa: convert the weights only, no index.")

@@ -343,7 +343,7 @@ def convert_checkpoint(
         corpus (`bool`, *optional*, defaults to `True`): For an old `RealmForOpenQA`, convert its corpus into
             `index/` (see [`convert_corpus`]); `False` writes the weights only.
         index_type (`str`, *optional*): The index type of `index/`; defaults to
-            [`realm_hf.convert.corpus.default_index_type`] (exact up to 2M blocks, `"compressed"` above).
+            [`realm_hf.convert.corpus.default_index_type`] (exact up to 2M blocks, `"IVF4096,SQ8"` above).
         overwrite (`bool`, *optional*, defaults to `False`): Replace an existing `output_dir`.
         source_id (`str`, *optional*): The Hub id of the source (recorded for the model card); told from the path
             when omitted (see [`source_repo_id`]).

@@ -27,7 +27,6 @@ from tqdm.auto import tqdm
 
 from ..index import RealmIndex
 from ..index.backends import TORCH_EXACT, FaissBackend, TorchExactBackend
-from ..index.compressed import COMPRESSED
 from ..index.index_types import is_supported_index_type, unsupported_index_type_message
 from ..index.manifest import IndexManifest
 from ..index.storage import BLOCKS_DIR, EMBEDDINGS_FILE
@@ -36,14 +35,23 @@ from .checkpoint import BlockEmbeddingFile, RealmConversionError, find_block_emb
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BLOCK_RECORDS_FILE", "EXACT_INDEX_MAX_BLOCKS", "convert_corpus", "default_index_type", "write_blocks"]
+__all__ = [
+    "BLOCK_RECORDS_FILE", "EXACT_INDEX_MAX_BLOCKS", "LARGE_INDEX_TYPE", "convert_corpus", "default_index_type",
+    "write_blocks",
+]
 
 BLOCK_RECORDS_FILE = "block_records.npy"
 """The file name of the old corpus texts (`transformers` `_REALM_BLOCK_RECORDS_FILENAME`)."""
 
 EXACT_INDEX_MAX_BLOCKS = 2_000_000
 """Up to this many blocks a converted corpus gets an exact `"Flat"` index (at most ~1 GB of 128-d vectors in RAM);
-above it the `"compressed"` preset (~64 bytes a block, its top 100 re-scored exactly from `embeddings.npy`)."""
+above it [`LARGE_INDEX_TYPE`]."""
+
+LARGE_INDEX_TYPE = "IVF4096,SQ8"
+"""The index type of a converted corpus of more than [`EXACT_INDEX_MAX_BLOCKS`] blocks: 8-bit codes in 4,096 lists,
+~136 bytes a block. Measured at the paper's 13,353,718 blocks on 2 cores (benchmarks/results/convert-13m.md): built
+in 8 min, recall@5 0.96 of exact search. The `"compressed"` preset (~64 bytes a block) would take hours to train
+at that size on such a machine."""
 
 BLOCK_FEATURES = datasets.Features(
     {"block_id": datasets.Value("int64"), "title": datasets.Value("string"), "text": datasets.Value("string")}
@@ -55,7 +63,7 @@ _EMBEDDING_CHUNK_ROWS = 65_536
 def default_index_type(num_blocks: int) -> str:
     """The index type a converted corpus of `num_blocks` blocks gets unless one is asked for (see
     [`EXACT_INDEX_MAX_BLOCKS`])."""
-    return "Flat" if num_blocks <= EXACT_INDEX_MAX_BLOCKS else COMPRESSED
+    return "Flat" if num_blocks <= EXACT_INDEX_MAX_BLOCKS else LARGE_INDEX_TYPE
 
 
 def write_blocks(records_path: str | os.PathLike, directory: str | os.PathLike, batch_size: int = 10_000) -> int:
