@@ -1,7 +1,14 @@
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if "REALM_HF_CACHE" not in os.environ:
+    # this test session's own index key (realm_hf.index.provenance), never the user's; subprocesses inherit it
+    os.environ["REALM_HF_CACHE"] = tempfile.mkdtemp(prefix="realm-hf-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["REALM_HF_CACHE"], True)
 
 import pytest
 import torch

@@ -243,10 +243,13 @@ def test_a_faiss_file_from_the_hub_is_parsed_only_when_trusted(tmp_path, hub_cac
 
     RealmIndex.from_pretrained(INDEX_REPO, revision=COMMIT, trust_index_file=True)
     assert faiss_reads == [os.path.join(snapshot, "index.faiss")]
-    mine = tmp_path / "my-copy"
-    shutil.copytree(snapshot, mine)  # the user's own directory: read as saved
-    RealmIndex.from_pretrained(mine)
-    assert faiss_reads[1:] == [os.path.join(mine, "index.faiss")]
+    copy = tmp_path / "my-copy"
+    shutil.copytree(snapshot, copy)  # out of the cache (or a git clone): still not written by this user's realm_hf
+    RealmIndex.from_pretrained(copy)
+    assert faiss_reads[1:] == []
+    RealmIndex.from_pretrained(copy, trust_index_file=True).save_pretrained(tmp_path / "mine")  # now it is theirs
+    RealmIndex.from_pretrained(tmp_path / "mine")
+    assert faiss_reads[1:] == [os.path.join(copy, "index.faiss"), os.path.join(tmp_path, "mine", "index.faiss")]
 
 
 def test_downloads_into_a_local_dir_count_as_from_the_hub(tmp_path):

@@ -51,9 +51,14 @@ def test_a_damaged_manifest_is_named_with_the_rebuild_command(index_dir):
 @pytest.mark.parametrize("name", ["embeddings.npy", "index.faiss", "blocks/state.json"])
 def test_a_cut_index_file_read_without_checksums_is_named(index_dir, name):
     cut(index_dir / name, keep=0.3)
+    # a cut faiss file is no longer the one this user's realm_hf wrote (its MAC fails): rebuilt from the embeddings,
+    # unless the caller trusts the file and has it parsed
+    trust = name == "index.faiss"
     with pytest.raises(UnreadableFileError, match=named(index_dir / name)) as error:
-        RealmIndex.from_pretrained(index_dir, verify_checksums=False)
+        RealmIndex.from_pretrained(index_dir, verify_checksums=False, trust_index_file=trust)
     assert "the index directory is damaged" in str(error.value)
+    if trust:
+        assert RealmIndex.from_pretrained(index_dir, verify_checksums=False).num_blocks == 24
 
 
 def test_a_cut_arrow_file_of_the_blocks_is_named(index_dir):

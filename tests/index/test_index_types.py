@@ -53,3 +53,53 @@ def test_a_manifest_with_another_index_type_is_refused_naming_it_before_faiss_re
     path.write_text(json.dumps({**manifest, "index_type": written}))
     with pytest.raises(ValueError, match=rf"^{path}: index_type {written!r} is not an index type realm_hf builds"):
         RealmIndex.from_pretrained(tmp_path / "index")
+
+
+ABSURD = [
+    ("HNSW100000000", "HNSW M=100000000 is outside 2..256"), ("HNSW1", "HNSW M=1 is outside"),
+    ("IVF0,Flat", "IVF nlist=0 is outside"), ("IVF2000000,PQ32", "IVF nlist=2000000 is outside 1..1048576"),
+    ("IVF64_HNSW1000,Flat", "HNSW M=1000"), ("PQ5000", "PQ m=5000 is outside 1..4096"),
+    ("IVF64,PQ8x17", "PQ nbits=17 is outside 1..16"), ("PQ8fs", "PQ8fs needs 4 bits a code"),
+    ("OPQ16_8,PQ16", "OPQ m=16 is more than its output dim d=8"), ("OPQ16_9000,PQ16", "OPQ d=9000 is outside"),
+    ("PCAR5000,Flat", "PCAR d=5000 is outside 1..4096"),
+]
+"""Factory strings of a supported shape whose numbers faiss would try to honour (HNSW100000000: ~50 GB)."""
+
+
+@pytest.mark.parametrize("index_type, problem", ABSURD)
+def test_absurd_numbers_are_refused_in_one_line_naming_the_number(index_type, problem):
+    assert not is_supported_index_type(index_type)
+    with pytest.raises(UsageError) as error:
+        check_index_type(index_type)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"--index-type {index_type!r} is not an index type realm_hf")
+    assert problem in message and "use smaller numbers" in message
+
+
+def test_a_manifest_with_an_absurd_number_is_refused_before_faiss_sees_it(tmp_path, monkeypatch):
+    vectors = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    RealmIndex.from_embeddings(make_blocks(16), vectors, index_type="Flat").save_pretrained(tmp_path / "index")
+    path = tmp_path / "index" / "manifest.json"
+    manifest = json.loads(path.read_text())
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("faiss was asked to build it")
+
+    monkeypatch.setattr(faiss, "index_factory", refuse)
+    monkeypatch.setattr(faiss, "read_index", refuse)
+    for written, problem in [("HNSW100000000", "HNSW M=100000000"), ("PQ16", "PQ m=16 is outside 1..8")]:
+        path.write_text(json.dumps({**manifest, "index_type": written}))  # PQ16 fits no 8-dim index
+        with pytest.raises(ValueError, match=rf"^{path}: index_type {written!r} is not .*: {problem}.* Rebuild"):
+            RealmIndex.from_pretrained(tmp_path / "index")
+
+
+@pytest.mark.parametrize(
+    "index_type, problem",
+    [("IVF64,Flat", "IVF nlist=64 is more than the 40 vectors it is trained on"), ("PQ8", "PQ m=8 is outside 1..4"),
+     ("PQ2x12", "PQ nbits=12 needs 4096 training vectors, it is trained on 40"), ("PCAR8,Flat", "PCAR output dim 8")],
+)
+def test_the_build_bounds_numbers_by_the_vectors_it_has(index_type, problem):
+    vectors = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
+    with pytest.raises(ValueError) as error:
+        RealmIndex.from_embeddings(make_blocks(40), vectors, index_type=index_type)
+    assert problem in str(error.value) and "\n" not in str(error.value)

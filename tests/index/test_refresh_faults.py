@@ -47,7 +47,8 @@ def _refresher(tmp_path, blocks_dir, mode="thread", **kwargs) -> tuple[IndexRefr
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated_without_checksums"])
 def test_damaged_refreshed_faiss_file_is_rejected_and_the_old_index_kept(tmp_path, blocks_dir, caplog, damage):
-    refresher, tower = _refresher(tmp_path, blocks_dir)
+    # trusted, so that faiss reads the file (untrusted, a file the MAC does not vouch for is rebuilt instead: below)
+    refresher, tower = _refresher(tmp_path, blocks_dir, load_kwargs={"trust_index_file": True})
     initial = refresher.index
     refresher.request_refresh(5, tower.state_dict())
     assert refresher.wait(timeout=60)
@@ -70,6 +71,21 @@ def test_damaged_refreshed_faiss_file_is_rejected_and_the_old_index_kept(tmp_pat
     refresher.request_refresh(10, tower.state_dict())
     assert refresher.wait(timeout=60)
     assert refresher.maybe_swap(11).step == 10
+
+
+def test_a_refreshed_faiss_file_that_is_not_the_one_written_is_rebuilt_not_parsed(tmp_path, blocks_dir, caplog):
+    refresher, tower = _refresher(tmp_path, blocks_dir)
+    refresher.request_refresh(5, tower.state_dict())
+    assert refresher.wait(timeout=60)
+    directory = tmp_path / "r" / "index-5"
+    manifest = directory / "manifest.json"  # written without checksums (format 1), the faiss file cut short
+    text = manifest.read_text().replace('"checksums"', '"checksums_of_nothing"')
+    manifest.write_text(text.replace('"format_version": 2', '"format_version": 1'))
+    (directory / "index.faiss").write_bytes((directory / "index.faiss").read_bytes()[:100])
+    with caplog.at_level("WARNING", logger="realm_hf.index.storage"):
+        swapped = refresher.maybe_swap(6)
+    assert swapped is not None and swapped.step == 5 and swapped.num_blocks == 25  # from its embeddings
+    assert "Rebuilding the faiss Flat structure" in caplog.text and "not written by this user's realm_hf" in caplog.text
 
 
 def test_refreshed_index_of_other_weights_is_refused_unless_the_check_is_off(tmp_path, blocks_dir, caplog):

@@ -100,7 +100,12 @@ def test_the_pipeline_refuses_a_model_whose_config_points_outside_its_folder(ope
 
 def test_an_index_from_the_hub_is_rebuilt_from_its_embeddings_unless_trusted(open_qa_dir, tmp_path, monkeypatch):
     faiss = pytest.importorskip("faiss")
-    snapshot = populate_cache(tmp_path / "hub", "org/realm-index", Path(open_qa_dir) / "index", "2" * 40, "dataset")
+    # the repo's index was written by another user's realm_hf (their key, not this user's: realm_hf.index.provenance)
+    this_user = os.environ["REALM_HF_CACHE"]
+    monkeypatch.setenv("REALM_HF_CACHE", str(tmp_path / "another-user"))
+    RealmIndex.from_pretrained(Path(open_qa_dir) / "index").save_pretrained(tmp_path / "theirs")
+    monkeypatch.setenv("REALM_HF_CACHE", this_user)
+    snapshot = populate_cache(tmp_path / "hub", "org/realm-index", tmp_path / "theirs", "2" * 40, "dataset")
     reads = []
     native = faiss.read_index
     monkeypatch.setattr(faiss, "read_index", lambda path, *args: reads.append(path) or native(path, *args))
@@ -108,7 +113,7 @@ def test_an_index_from_the_hub_is_rebuilt_from_its_embeddings_unless_trusted(ope
     from_hub = pipeline(TASK, model=open_qa_dir, index=str(snapshot))
     assert reads == []  # the faiss file of the repo was never parsed: rebuilt from embeddings.npy
     assert from_hub.index.index_type == "Flat" and from_hub.index.num_blocks == 10
-    own = pipeline(TASK, model=open_qa_dir)  # an index the user built: its faiss file is read
+    own = pipeline(TASK, model=open_qa_dir)  # an index this user's realm_hf wrote: its faiss file is read
     assert reads == [os.path.join(open_qa_dir, "index", "index.faiss")]
     trusted = pipeline(TASK, model=open_qa_dir, index=str(snapshot), trust_index_file=True)
     assert reads[1:] == [os.path.join(snapshot, "index.faiss")]

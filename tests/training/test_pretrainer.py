@@ -91,6 +91,8 @@ def test_without_the_final_rebuild_the_stale_index_is_saved_with_a_warning(tmp_p
     with caplog.at_level("WARNING", logger="realm_hf.training.pretrain"):
         trainer.train()
     assert "realm-hf build-index --corpus embedded --max-articles 6" in caplog.text and "stale" in caplog.text
+    # the command names final/, not the temporary folder the save fills before renaming it into place
+    assert f"--output {tmp_path / 'final' / 'index'} " in caplog.text and ".tmp-" not in caplog.text
     retriever = RealmRetriever.from_pretrained(tmp_path / "final" / "retriever")
     index = RealmIndex.from_pretrained(tmp_path / "final" / "index")
     assert index.step == 0 and index.fingerprint != fingerprint_module(retriever.document_embedder)

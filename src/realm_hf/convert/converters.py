@@ -11,7 +11,8 @@ import torch
 from safetensors.torch import save_file
 
 from ..configuration import RealmForOpenQAConfig, RealmKnowledgeEncoderConfig
-from ..hub.conversion_facts import CONVERSION_FILE  # what `realm-hf publish` reads for the card
+from ..hub.conversion_facts import CONVERSION_FILE
+from ..utils.permissions import honour_umask  # what `realm-hf publish` reads for the card
 from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
 from .checkpoint import (
     BLOCK_EMB, KIND_ALIASES, KINDS, RealmCheckpoint, RealmConversionError, as_checkpoint, detect_kind,
@@ -206,6 +207,7 @@ def extract_block_embeddings(
                 "dim": str(embeddings.shape[1]),
             },
         )
+        honour_umask(output_path)  # safetensors writes 0600
         logger.info("Wrote %d block embeddings (dim %d) to %s", embeddings.shape[0], embeddings.shape[1], output_path)
     return embeddings
 

@@ -4,6 +4,10 @@
 fsynced before the rename that publishes it, and the parent directory is fsynced after it, so the rename can never
 reach the disk before the data it points to (on filesystems that reorder metadata and data writes, ext4 with
 `data=writeback`, XFS, ...). Index saves, the index refresh and training checkpoints all publish through here.
+
+What is published honours the user's umask (`realm_hf.utils.permissions`): the temporary folder `tempfile.mkdtemp`
+makes is `0o700` and a `tempfile.mkstemp` file `0o600`, which would leave a team's shared output folder unreadable
+to the rest of the team; the published tree gets `0o777 & ~umask` folders and `0o666 & ~umask` files instead.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from typing import Any
+
+from ..utils.permissions import directory_mode, file_mode, honour_umask
 
 
 logger = logging.getLogger(__name__)
@@ -42,6 +48,7 @@ def atomic_directory(destination: str | os.PathLike) -> Iterator[str]:
     parent, name = os.path.split(destination)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+    os.chmod(tmp, directory_mode())  # mkdtemp's 0o700 ignores the umask
     try:
         yield tmp
     except BaseException:
@@ -55,7 +62,8 @@ def publish_directory(source: str | os.PathLike, destination: str | os.PathLike)
     Rename the complete directory `source` to `destination` (same filesystem), replacing an existing one.
 
     For writers that cannot use [`atomic_directory`], e.g. several processes filling one temporary directory. Every
-    file and directory under `source` is fsynced first ([`fsync_tree`]) and `destination`'s parent after the rename.
+    file and directory under `source` is given the modes the umask asks for ([`honour_umask`]) and fsynced
+    ([`fsync_tree`]) first, and `destination`'s parent is fsynced after the rename.
 
     Args:
         source (`str` or `os.PathLike`): The finished temporary directory.
@@ -63,6 +71,7 @@ def publish_directory(source: str | os.PathLike, destination: str | os.PathLike)
     """
     source, destination = os.path.abspath(os.fspath(source)), os.path.abspath(os.fspath(destination))
     parent, name = os.path.split(destination)
+    honour_umask(source)  # mkdtemp, mkstemp and safetensors write 0o700 / 0o600 whatever the umask
     fsync_tree(source)  # the data first: a rename that reaches the disk before its files would publish holes
     if os.path.lexists(destination):
         # rename() cannot replace a non-empty directory: move the old one aside first (it stays recoverable
@@ -118,7 +127,8 @@ def _fsync(path: str | os.PathLike) -> None:
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     r"""
     Write `data` as JSON to `path` through a temporary file and `os.replace`, so readers never see half a file; the
-    file is fsynced before the replace and its directory after it.
+    file is fsynced before the replace and its directory after it. Its mode honours the umask (`0o666 & ~umask`, not
+    mkstemp's `0o600`).
 
     Args:
         path (`str` or `os.PathLike`): Destination file.
@@ -127,6 +137,8 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     path = os.path.abspath(os.fspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=os.path.dirname(path))
     try:
+        if hasattr(os, "fchmod"):  # not on Windows before Python 3.13, whose files have no such modes
+            os.fchmod(fd, file_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, sort_keys=True)
             f.write("\n")

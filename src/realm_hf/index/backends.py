@@ -208,10 +208,10 @@ class FaissBackend:
             train_size (`int`, defaults to 262144): Rows sampled (seeded) to train IVF/PQ quantizers.
             seed (`int`, defaults to 0): Seed of the training sample.
         """
-        if not is_supported_index_type(index_type):
-            raise ValueError(unsupported_index_type_message(index_type, "index_type"))
+        dim, trained_on = int(embeddings.shape[1]), min(train_size, len(embeddings))  # the bounds of its numbers
+        if not is_supported_index_type(index_type, dim, trained_on):
+            raise ValueError(unsupported_index_type_message(index_type, "index_type", dim, trained_on))
         faiss = import_faiss()
-        dim = int(embeddings.shape[1])
         transform = MipsToL2.fit(embeddings) if index_type == COMPRESSED else None
         try:
             if transform is not None:

@@ -161,6 +161,11 @@ class IndexManifest:
         provenance (`dict`, *optional*): Where the blocks and embeddings came from when they were not built by this
             package from a tower it can fingerprint, e.g. `realm-hf convert` of a transformers-REALM checkpoint:
             the source files, the tower that embedded the blocks and the converted tower whose queries match them.
+        index_file_mac (`str`, *optional*): `"hmac-sha256:<hex>"` over the bytes of the faiss file under the key of
+            the user whose realm_hf wrote the directory (see `realm_hf.index.provenance`): the faiss file is parsed
+            only when it verifies with this user's key (or the caller trusts the file). Written to `manifest.json`
+            by `RealmIndex.save_pretrained` and checked on load, never kept in memory: an index in memory (changed,
+            or written as a Hub bundle) carries none.
         format_version (`int`): Version of this directory layout ([`FORMAT_VERSION`]).
     """
 
@@ -178,6 +183,7 @@ class IndexManifest:
     checksums: dict[str, str] | None = None
     format_version: int = FORMAT_VERSION
     provenance: dict | None = None
+    index_file_mac: str | None = None
 
     def __post_init__(self) -> None:
         if self.created_at is None:
@@ -210,9 +216,11 @@ class IndexManifest:
         unknown = sorted(set(data) - known)
         if unknown:
             logger.warning("Ignoring unknown manifest fields %s in %s", unknown, path)
-        if not is_supported_index_type(data.get("index_type")):
+        dim = data.get("dim")
+        dim = dim if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0 else None
+        if not is_supported_index_type(data.get("index_type"), dim):
             raise ValueError(
-                unsupported_index_type_message(data.get("index_type"), f"{path}: index_type")
+                unsupported_index_type_message(data.get("index_type"), f"{path}: index_type", dim)
                 + f" {REBUILD_HINT}"
             )
         manifest = cls(**{key: value for key, value in data.items() if key in known})

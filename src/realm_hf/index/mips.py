@@ -34,7 +34,7 @@ from .backends import TORCH_EXACT, FaissBackend, TorchExactBackend
 from .embedding import embed_blocks, resolve_fingerprint
 from .exclusion import drop_excluded, normalize_exclude
 from .manifest import IndexManifest, fingerprint_module
-from .storage import came_from_hub, load_backend, read_index_files, write_index_files
+from .storage import load_backend, read_index_files, write_index_files
 
 
 logger = logging.getLogger(__name__)
@@ -564,10 +564,13 @@ class RealmIndex:
         Load an index directory written by [`save_pretrained`], or an index bundle from a Hub dataset repo.
 
         Every file that is parsed (blocks, embeddings, the faiss file when it is read) is first checked against the
-        manifest's checksums. A faiss file from the Hub (a repo id, or a directory inside a Hugging Face cache
-        snapshot or a `local_dir` download) is not handed to faiss's native reader unless `trust_index_file=True`:
-        the search structure is rebuilt from `embeddings.npy` with the manifest's factory string instead (exact
-        types give the same results; approximate ones are retrained, seeded, on the same vectors).
+        manifest's checksums, and no symbolic link inside the directory is followed (but a Hugging Face cache
+        snapshot's links into its repo's blobs). A faiss file is handed to faiss's native reader only when this
+        user's realm_hf wrote it (the manifest's MAC verifies with this user's key, `realm_hf.index.provenance`) or
+        `trust_index_file=True`, wherever it lies: otherwise (a Hub repo, a copied or cloned folder, another user's
+        index, an index saved before realm_hf recorded who wrote it) the search structure is rebuilt from
+        `embeddings.npy` with the manifest's factory string, with one log line saying so (exact types give the same
+        results; approximate ones are retrained, seeded, on the same vectors).
 
         Args:
             directory (`str` or `os.PathLike`): The index directory, or a Hub dataset repo id (`"org/name-index"`,
@@ -581,9 +584,9 @@ class RealmIndex:
             search_params (`dict`, *optional*): Override stored faiss search parameters (`nprobe`, `efSearch`, ...).
             verify_checksums (`bool`, defaults to `True`): Check the files against the checksums in the manifest
                 (reads each once). `False` is an explicit opt-out.
-            trust_index_file (`bool`, defaults to `False`): Read a faiss file that came from the Hub with faiss's
-                native reader (faster than rebuilding; only for repos you trust). Local directories are always read
-                as saved.
+            trust_index_file (`bool`, defaults to `False`): Read the faiss file with faiss's native reader even when
+                this user's realm_hf did not write it (faster than rebuilding; only for files you trust). Indexes
+                this user saved are read as saved without it.
             revision (`str`, *optional*): Hub only: branch, tag or commit of the repo (`config.index_revision`).
             token, cache_dir, local_files_only: Hub only, as in `huggingface_hub.snapshot_download`.
 
@@ -605,13 +608,11 @@ class RealmIndex:
                 )
             except FileNotFoundError as error:
                 raise FileNotFoundError(f"No index directory at {directory}; as a Hub repo id: {error}") from error
-        read_index_file = trust_index_file or not came_from_hub(directory)
         manifest, blocks, embeddings = read_index_files(
             directory, expected_dim, expected_fingerprint, mmap=mmap, verify_checksums=verify_checksums,
-            read_index_file=read_index_file,
         )
         backend = load_backend(
-            directory, manifest, embeddings, blocks, read_index_file, search_params=search_params, device=device
+            directory, manifest, embeddings, blocks, trust_index_file, search_params=search_params, device=device
         )
         return cls(blocks, embeddings, backend, manifest)
 

@@ -37,6 +37,7 @@ import torch.multiprocessing
 from safetensors.torch import save_file
 
 from ..utils.files import read_json_file
+from ..utils.permissions import honour_umask
 from .atomic import write_json_atomic
 from .manifest import DAMAGED_INDEX_HINT, fingerprint_state_dict
 from .mips import RealmIndex
@@ -249,6 +250,7 @@ class IndexRefresher:
         else:
             build.snapshot_path = os.path.join(self.root, "snapshots", f"snapshot-{step}.safetensors")
             save_file(tensors, build.snapshot_path)
+            honour_umask(build.snapshot_path)  # safetensors writes 0o600 whatever the umask
         return build
 
     def _start(self, build: _Build) -> None:
@@ -406,6 +408,7 @@ class IndexRefresher:
             path = os.path.join(self.root, "snapshots", f"snapshot-{build.step}.safetensors")
             if not os.path.exists(path) and build.state_dict is not None:
                 save_file(build.state_dict, path)  # thread mode keeps it in memory only
+                honour_umask(path)
             self.kept_snapshots.add(build.step)
             records.append({"step": build.step, "fingerprint": build.fingerprint, "snapshot_time": build.snapshot_time})
         for record in records:

@@ -11,17 +11,22 @@ Layout of an index directory (a downloaded Hub bundle has the same layout, with 
 
 Trust rules (see docs/index.md, "Trust"):
 
+- No symbolic link inside an index directory is followed: one is refused before anything is read, naming it, unless
+  it resolves inside the Hugging Face cache repo folder the directory is a snapshot of (the cache stores snapshot
+  files as links into the repo's `blobs/`).
 - Every file the loader parses (each block file, `embeddings.npy`, the faiss file when it is read) is checked against
   the manifest's checksums first. A manifest of format 2 that records no checksum for one of them is refused; a
   format-1 manifest (realm_hf before block checksums) loads with a warning saying how to re-save it.
-- A faiss file that came from the Hub (a directory inside a Hugging Face cache snapshot or a `local_dir` download)
-  is not handed to faiss's native reader unless the caller trusts it (`trust_index_file=True`): the search
-  structure is rebuilt from `embeddings.npy` (plain numbers, read with `allow_pickle=False`) with the manifest's
-  factory string instead. Local indexes, the ones the user built, load their faiss file.
+- A faiss file is handed to faiss's native reader only when this user's realm_hf wrote it (the manifest's
+  `index_file_mac` verifies with this user's key, see `realm_hf.index.provenance`) or the caller trusts it
+  (`trust_index_file=True`): provenance, not location (a `git clone` of a Hub repo or a copy out of the cache is
+  not "local"). Otherwise the search structure is rebuilt from `embeddings.npy` (plain numbers, read with
+  `allow_pickle=False`) with the manifest's factory string, and one log line says why and what it costs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import logging
 import os
@@ -42,6 +47,8 @@ from .compressed import COMPRESSED, MipsToL2
 from .manifest import (
     DAMAGED_INDEX_HINT, FORMAT_VERSION, MANIFEST_NAME, REBUILD_HINT, IndexManifest, check_checksums, file_checksum,
 )
+from .locations import came_from_hub, check_no_links
+from .provenance import sign_index_file, verify_index_file
 
 
 logger = logging.getLogger(__name__)
@@ -50,6 +57,7 @@ __all__ = [
     "BLOCKS_DIR",
     "EMBEDDINGS_FILE",
     "came_from_hub",
+    "check_no_links",
     "load_backend",
     "load_index_blocks",
     "read_index_files",
@@ -63,8 +71,6 @@ __all__ = [
 
 BLOCKS_DIR = "blocks"
 EMBEDDINGS_FILE = "embeddings.npy"
-_HUB_CACHE_PREFIXES = ("models--", "datasets--", "spaces--")
-_LOCAL_DIR_METADATA = os.path.join(".cache", "huggingface", "download")  # what `hf download --local-dir` leaves
 
 
 # ------------------------------------------------------------------------------------------------------ write
@@ -98,7 +104,8 @@ def _relative_files(directory: str, folder: str = "") -> list[str]:
 
 def write_index_files(index: Any, directory: str | os.PathLike) -> None:
     r"""
-    Write the files of `index` into the empty `directory`, the manifest last (with the checksums of all the others).
+    Write the files of `index` into the empty `directory`, the manifest last (with the checksums of all the others,
+    and the MAC that marks the faiss file as written by this user's realm_hf, see `realm_hf.index.provenance`).
 
     Args:
         index ([`RealmIndex`]): The index.
@@ -112,7 +119,12 @@ def write_index_files(index: Any, directory: str | os.PathLike) -> None:
     manifest.search_params = dict(index.backend.search_params)
     manifest.format_version = FORMAT_VERSION
     manifest.checksums = record_checksums(directory)
-    manifest.to_json_file(os.path.join(directory, MANIFEST_NAME))  # last: its presence marks completeness
+    manifest.index_file_mac = None  # never kept in memory: only the file written here vouches for its faiss file
+    faiss_path = os.path.join(directory, FAISS_FILE)
+    mac = sign_index_file(faiss_path) if os.path.isfile(faiss_path) else None  # who wrote it (module docstring)
+    dataclasses.replace(manifest, index_file_mac=mac).to_json_file(
+        os.path.join(directory, MANIFEST_NAME)  # last: its presence marks completeness
+    )
 
 
 def saved_file_of(embeddings: np.ndarray) -> str | None:
@@ -231,26 +243,6 @@ def save_blocks(blocks: datasets.Dataset, directory: str | os.PathLike) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------- read
-def came_from_hub(directory: str | os.PathLike) -> bool:
-    r"""
-    Whether `directory` holds files downloaded from the Hugging Face Hub: it lies inside a snapshot of a Hugging Face
-    cache (`.../datasets--org--name/snapshots/<commit>/...`, symbolic links followed), or its manifest was written by
-    a `local_dir` download (`hf download --local-dir`, which keeps `.cache/huggingface/download/` metadata).
-
-    Args:
-        directory (`str` or `os.PathLike`): An index directory.
-    """
-    directory = os.fspath(directory)
-    for start in {Path(os.path.abspath(directory)), Path(os.path.realpath(directory))}:
-        for folder in (start, *start.parents):
-            if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith(_HUB_CACHE_PREFIXES):
-                return True
-            relative = os.path.relpath(os.path.join(start, MANIFEST_NAME), folder)
-            if os.path.isfile(os.path.join(folder, _LOCAL_DIR_METADATA, relative + ".metadata")):
-                return True
-    return False
-
-
 def _check_recorded_paths(directory: str, manifest: IndexManifest) -> None:
     """Refuse a manifest whose checksums name a file outside the directory (the Parquet shards read are its keys)."""
     for name in manifest.checksums or {}:
@@ -345,8 +337,9 @@ def read_index_files(
         mmap (`bool`, defaults to `True`): Memory-map blocks and embeddings.
         verify_checksums (`bool`, defaults to `True`): Check the files against the manifest (`False`: an explicit
             opt-out, nothing is checked).
-        read_index_file (`bool`, defaults to `True`): Whether the faiss file will be read too (then it is checked
-            with the others).
+        read_index_file (`bool`, defaults to `True`): Whether the faiss file may be read too: then it is checked with
+            the others when it is there, and a missing one is named (unless a Hub download left it out, see
+            [`came_from_hub`]). Whether it is then parsed or rebuilt is [`load_backend`]'s choice.
 
     Returns:
         `(manifest, blocks, embeddings)`.
@@ -356,6 +349,8 @@ def read_index_files(
         not match its checksum or that a format-2 manifest does not record, saying how to rebuild.
     """
     directory = os.fspath(directory)
+    if os.path.isdir(directory):
+        check_no_links(directory)  # before anything is read, the manifest included
     manifest = IndexManifest.from_json_file(os.path.join(directory, MANIFEST_NAME))
     manifest.check_compatible(expected_dim, expected_fingerprint, source=directory)
     blocks_path = os.path.join(directory, BLOCKS_DIR)
@@ -367,7 +362,9 @@ def read_index_files(
     block_files = _block_files(directory, manifest, verify_checksums)
     names = [EMBEDDINGS_FILE, *block_files]
     if read_index_file and manifest.index_type != TORCH_EXACT:
-        names.append(FAISS_FILE)
+        left_out = not os.path.lexists(os.path.join(directory, FAISS_FILE)) and came_from_hub(directory)
+        if not left_out:  # a download fetches it only to read it (realm_hf.hub.resolve_index_dir)
+            names.append(FAISS_FILE)
     if verify_checksums:
         _verify(directory, manifest, names)
     shards = [os.path.join(directory, *name.split("/")) for name in block_files if name.endswith(".parquet")]
@@ -387,31 +384,45 @@ def load_backend(
     manifest: IndexManifest,
     embeddings: np.ndarray,
     blocks: datasets.Dataset,
-    read_index_file: bool,
+    trust_index_file: bool,
     search_params: dict[str, Any] | None = None,
     device: str | torch.device | None = None,
 ) -> TorchExactBackend | FaissBackend:
     r"""
-    The search structure of a loaded index: exact search, the saved faiss file, or a faiss index rebuilt from the
-    embeddings with the manifest's factory string (`read_index_file=False`; the manifest's `max_norm` is updated to
-    the rebuilt transform's for the `"compressed"` preset).
+    The search structure of a loaded index: exact search, the saved faiss file (when this user's realm_hf wrote it or
+    the caller trusts it, see the module docstring), or a faiss index rebuilt from the embeddings with the manifest's
+    factory string (the manifest's `max_norm` is updated to the rebuilt transform's for the `"compressed"` preset),
+    with one log line saying why and what it costs.
 
     Args:
-        directory (`str`): The index directory.
-        manifest ([`IndexManifest`]): Its manifest.
+        directory (`str`): The index directory, its files checked by [`read_index_files`] (faiss file included).
+        manifest ([`IndexManifest`]): Its manifest. Its `index_file_mac` is checked here and dropped.
         embeddings (`np.ndarray` of shape `(N, D)`), blocks (`datasets.Dataset`): What [`read_index_files`] read.
-        read_index_file (`bool`): Read `index.faiss` with faiss's native reader (only for files the user trusts).
+        trust_index_file (`bool`): Read `index.faiss` with faiss's native reader whoever wrote it.
         search_params (`dict`, *optional*): Overrides of the stored search parameters.
         device (`str` or `torch.device`, *optional*): Device of the backend.
     """
     ids = int_column(blocks, "block_id")
+    recorded_mac, manifest.index_file_mac = manifest.index_file_mac, None  # never kept in memory (see the manifest)
     if manifest.index_type == TORCH_EXACT:
         return TorchExactBackend(embeddings, ids, device=device)
     params = {**manifest.search_params, **(search_params or {})}
-    if not read_index_file:
-        logger.info(
-            "Rebuilding the faiss %s structure of %s from %s (a faiss file from the Hub is read only with "
-            "trust_index_file=True)", manifest.index_type, directory, EMBEDDINGS_FILE,
+    path = os.path.join(directory, FAISS_FILE)
+    if not os.path.isfile(path):
+        if trust_index_file or not came_from_hub(directory):
+            raise FileNotFoundError(
+                f"Missing {FAISS_FILE} in index directory {directory} (index_type={manifest.index_type!r} needs it)."
+            )
+        why = f"the download left {FAISS_FILE} out (trust_index_file=True fetches and reads it)"
+    else:
+        why = None if trust_index_file else verify_index_file(path, recorded_mac)
+    if why is not None:
+        level = logging.INFO if came_from_hub(directory) else logging.WARNING
+        logger.log(
+            level, "Rebuilding the faiss %s structure of %s from %s (%d vectors) instead of parsing %s: %s. Pass "
+            "trust_index_file=True to parse it if you trust who wrote it; to stop rebuilding, save the index again "
+            "(RealmIndex.from_pretrained(<dir>).save_pretrained(<new dir>) keeps the rebuilt structure).",
+            manifest.index_type, directory, EMBEDDINGS_FILE, len(embeddings), FAISS_FILE, why,
         )
         backend = FaissBackend.build(embeddings, ids, manifest.index_type, search_params=params, device=device)
         if backend.transform is not None:

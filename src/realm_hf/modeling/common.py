@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 from typing import Any
@@ -14,6 +15,7 @@ from transformers import initialization as init
 from transformers.models.bert.modeling_bert import BertEmbeddings, BertLMPredictionHead
 
 from ..utils.files import MODEL_FILE_HINT, reading_model_files
+from ..utils.permissions import honour_umask
 from ..utils.quiet import quiet_checkpoint_io, without_load_report
 from .checkpoint_layout import is_pretraining_checkpoint, not_a_part_error, pretraining_checkpoint_part
 
@@ -71,10 +73,14 @@ class RealmPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> Any:
         r"""
         [`~transformers.PreTrainedModel.save_pretrained`] without the per-checkpoint "Writing model shards" progress
-        bar. Arguments are the same.
+        bar, and with weight files whose mode honours the umask (safetensors >= 0.8 writes them `0o600` beside the
+        `0o644` config). Arguments are the same.
         """
         with quiet_checkpoint_io():
-            return super().save_pretrained(save_directory, *args, **kwargs)
+            saved = super().save_pretrained(save_directory, *args, **kwargs)
+        for path in glob.glob(os.path.join(glob.escape(os.fspath(save_directory)), "model*.safetensors")):
+            honour_umask(path)
+        return saved
 
     def _initializer_range(self) -> float:
         bert_config = getattr(self.config, "bert_config", None)

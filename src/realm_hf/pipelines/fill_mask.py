@@ -85,8 +85,9 @@ class RealmFillMaskPipeline(Pipeline):
         beam_size (`int`, *optional*): Beam width for several masks (at least `top_k`).
         check_fingerprint (`bool`, *optional*, defaults to `True`): Refuse an index (the pipeline's or one passed to
             a call) whose manifest names other document-tower weights than the retriever's; `False` uses it anyway.
-        trust_index_file (`bool`, *optional*, defaults to `False`): Read the faiss file of an index that came from the
-            Hub with faiss's native reader instead of rebuilding its search structure from its embeddings.
+        trust_index_file (`bool`, *optional*, defaults to `False`): Read the faiss file of an index this user's realm_hf
+            did not write (from the Hub, a copied folder) with faiss's native reader instead of rebuilding its search
+            structure from its embeddings.
 
     Returns:
         Per input text, a list of `top_k` dicts, best first: `token` (an id, or a list of ids for several masks),

@@ -21,8 +21,8 @@ unknown). When the Hub is reachable and that snapshot lacks the index folder, on
 same revision.
 
 [`load_index_for_model`] then loads through [`RealmIndex.from_pretrained`]: every file is checked against the
-manifest's checksums before it is parsed, and a faiss file from the Hub is rebuilt from the embeddings unless
-`trust_index_file=True`.
+manifest's checksums before it is parsed, and a faiss file that this user's realm_hf did not write (one from the Hub,
+a copied folder) is rebuilt from the embeddings unless `trust_index_file=True`.
 """
 
 from __future__ import annotations
@@ -316,8 +316,9 @@ def load_index_for_model(
             The Hub revision the model was loaded from ([`model_revision`]): the model repo's index folder is read at
             that revision.
         trust_index_file (`bool`, defaults to `False`):
-            Read a faiss file that came from the Hub with faiss's native reader instead of rebuilding the search
-            structure from the embeddings (see [`RealmIndex.from_pretrained`]).
+            Read the faiss file with faiss's native reader even when this user's realm_hf did not write it (a Hub
+            repo, a copied or cloned folder) instead of rebuilding the search structure from the embeddings (see
+            [`RealmIndex.from_pretrained`]).
 
     Returns:
         [`RealmIndex`]

@@ -109,9 +109,10 @@ class OpenDomainQuestionAnsweringPipeline(Pipeline):
         check_fingerprint (`bool`, *optional*, defaults to `True`): Refuse an index (the model's, one given here or
             to a call) whose manifest names other document-tower weights than the model's (or than the
             `config.index_fingerprint` recorded at fine-tuning); `False` uses it anyway.
-        trust_index_file (`bool`, *optional*, defaults to `False`): Read the faiss file of an index that came from the
-            Hub with faiss's native reader; by default its search structure is rebuilt from its embeddings (see
-            [`RealmIndex.from_pretrained`]). Local indexes always load their faiss file.
+        trust_index_file (`bool`, *optional*, defaults to `False`): Read the faiss file of an index that this user's
+            realm_hf did not write (from the Hub, a copied folder) with faiss's native reader; by default its search
+            structure is rebuilt from its embeddings (see [`RealmIndex.from_pretrained`]). Indexes this user saved
+            always load their faiss file.
         top_k (`int`, *optional*, defaults to 1): Answers per question; `1` returns a dict, more a list of dicts.
         num_blocks (`int`, *optional*, defaults to `config.top_k`): Blocks retrieved and read per question.
         exclude_question_words (`bool`, *optional*, defaults to `True`): Leave out answers that only repeat words of

@@ -510,7 +510,10 @@ class OpenQaEvaluationArguments:
     check_fingerprint: bool = field(default=True, metadata={"help": "Refuse an index built by other doc-tower weights."})
     trust_index_file: bool = field(
         default=False,
-        metadata={"help": "Read the faiss file of an index from the Hub instead of rebuilding it from its embeddings."},
+        metadata={
+            "help": "Read the faiss file of an index this user's realm_hf did not write (from the Hub, a copied "
+            "folder) instead of rebuilding it from its embeddings."
+        },
     )
     device: str | None = field(default=None, metadata={"help": "Where the model runs (default: cuda when there is one)."})
     recall_at: str | None = field(default=None, metadata={"help": _RECALL_AT_HELP})

@@ -20,25 +20,20 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import torch
-from accelerate import Accelerator, PartialState
-from accelerate.state import AcceleratorState
-from accelerate.utils import (
-    DataLoaderConfiguration, DistributedDataParallelKwargs, DistributedType, broadcast_object_list, parse_flag_from_env,
-    set_seed,
-)
+from accelerate import Accelerator
+from accelerate.utils import DistributedType, broadcast_object_list
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..index.atomic import publish_directory, write_json_atomic
-from ..registration import register_what_is_loaded
+from ..index.atomic import atomic_directory, publish_directory, write_json_atomic
 from ..utils.files import read_json_file, reading_model_files
+from .accelerator import make_accelerator  # also the loop's public name: the trainers import it from here
 from .arguments import LoopArguments
 from .early_stopping import EarlyStopping
 from .output_dir import (  # noqa: F401 - complete_checkpoints, latest_checkpoint: also the loop's public names
-    FINAL_NAME, HISTORY_NAME, TRACKER_RUN_NAME, TRAINER_STATE, claim_output_dir, complete_checkpoints, latest_checkpoint,
+    FINAL_NAME, HISTORY_NAME, TRACKER_RUN_NAME, TRAINER_STATE, complete_checkpoints, latest_checkpoint,
 )
-from ..utils.precision import resolve_mixed_precision
-from .zero3 import load_models_whole, whole_parameters
+from .zero3 import whole_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +171,7 @@ class TrainingLoop:
         )
         self.step = 0
         self.history: list[dict] = []
+        self._publishing: tuple[str, str] | None = None  # (temporary folder, destination) while save_final runs
         self.early_stopping = (
             EarlyStopping(args.early_stopping_metric, args.early_stopping_patience, args.early_stopping_threshold)
             if args.early_stopping_metric else None
@@ -245,8 +241,33 @@ class TrainingLoop:
 
     def save_model(self, directory: str) -> None:
         """Write the final model (main process only: no collectives here, see `before_final_save`; under ZeRO-3 `train`
-        calls it with the weights gathered whole)."""
+        calls it with the weights gathered whole). `train` calls it through [`save_final`]: `directory` is then a
+        temporary folder renamed to `final/` once this returns (name files in messages with [`published_path`])."""
         self.accelerator.unwrap_model(self.model).save_pretrained(directory)
+
+    def save_final(self, directory: str) -> None:
+        """Write the final model the way indexes are written: `save_model` fills a hidden temporary sibling
+        (`.final.tmp-*`), renamed into place once complete, so a crash during the save leaves no half model where
+        users and `realm-hf publish` look (and a previous `final/` stays whole until the new one replaces it)."""
+        began = time.perf_counter()
+        with atomic_directory(directory) as tmp:
+            self._publishing = (tmp, directory)
+            try:
+                self.save_model(tmp)
+            finally:
+                self._publishing = None
+        logger.info("Saved the final model to %s in %.1fs", directory, time.perf_counter() - began)
+
+    def published_path(self, path: str) -> str:
+        """`path` as it will be named once the final save in progress is renamed into place (for messages that name a
+        file of the model being saved, e.g. a command to run on it later); unchanged outside [`save_final`]."""
+        if self._publishing is None:
+            return path
+        tmp, directory = self._publishing
+        relative = os.path.relpath(os.path.abspath(path), tmp)
+        if relative == os.curdir:
+            return directory
+        return path if relative.startswith(os.pardir) else os.path.join(directory, relative)
 
     # ------------------------------------------------------------------------------------------ checkpoints
     def save_checkpoint(self) -> str:
@@ -374,7 +395,7 @@ class TrainingLoop:
         # every rank: ZeRO-3 gathers the partitioned weights for the main process to save them whole
         with whole_parameters(self.accelerator, self.unwrapped_model()):
             if self.accelerator.is_main_process:
-                self.save_model(os.path.join(args.output_dir, FINAL_NAME))
+                self.save_final(os.path.join(args.output_dir, FINAL_NAME))
         if self.accelerator.is_main_process:
             with open(os.path.join(args.output_dir, HISTORY_NAME), "w", encoding="utf-8") as f:
                 json.dump(self.history, f, indent=2)
@@ -413,79 +434,6 @@ class TrainingLoop:
             self.accelerator.log(record, step=self.step)
         line = " ".join(f"{k}={v:.4g}" for k, v in sorted(record.items()))
         logger.info("step %d: %s%s", self.step, line, f" | {status}" if status else "")
-
-
-def make_accelerator(args: LoopArguments, find_unused_parameters: bool = False) -> Accelerator:
-    """The Accelerator of a training loop; `find_unused_parameters` tells distributed data parallel that some steps
-    leave parameters out of the loss (e.g. the retriever during the reading warm-up). Every trainer makes its
-    accelerator here first thing, so this is also where `args.output_dir` is claimed for the run (refused when it holds
-    another run, see [`claim_output_dir`])."""
-    set_seed(args.seed)
-    # Before the process group exists (the next line, or the Accelerator, creates it under `accelerate launch`):
-    # torch.distributed.fsdp, which transformers' models import (as does the "auto" probe's BERT), imported while a
-    # gloo group is up keeps that group alive past end_training()'s destroy_process_group (torch 2.13). Its worker
-    # threads then outlive the script and may free a finished collective's tensors while the interpreter exits,
-    # which aborts the process after all its work ("terminate called without an active exception", SIGABRT; the
-    # crash of pytorch/pytorch#190489).
-    import torch.distributed.fsdp  # noqa: F401
-
-    # the REALM configs and models with transformers' Auto classes, so that a tokenizer or config read from a model
-    # directory resolves our model types (cheap: transformers' auto modules are loaded by now)
-    register_what_is_loaded()
-    _process_group()
-    args.mixed_precision = _agreed_mixed_precision(args.mixed_precision)  # "auto" becomes what this machine runs
-    _release_other_precision(args.mixed_precision)
-    handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else None
-    accelerator = Accelerator(
-        kwargs_handlers=handlers,
-        # the data order is a function of (seed, epoch), so a resumed run sees the same batches
-        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        mixed_precision=args.mixed_precision,
-        log_with=None if args.report_to == "none" else args.report_to,
-        project_dir=args.output_dir,
-    )
-    # before any work: a run never mixes its outputs with another run's in the same directory
-    claim_output_dir(args.output_dir, args.resume_from_checkpoint, args.overwrite_output_dir, accelerator.state)
-    load_models_whole(accelerator)  # ZeRO-3: the models load whole; `accelerator.prepare` partitions them
-    return accelerator
-
-
-def _release_other_precision(mixed_precision: str) -> None:
-    """Let this trainer set its own precision when a trainer earlier in the same process set another one (pre-training
-    in fp32, then fine-tuning in bf16, in one script): accelerate keeps one precision per process and refuses a change,
-    so its accelerator state starts afresh, as transformers' `TrainingArguments` does; the process group (the partial
-    state) is kept."""
-    previous = AcceleratorState._shared_state.get("_mixed_precision")
-    if previous is not None and previous != mixed_precision:
-        logger.info(
-            "mixed_precision %s replaces %s, set by an earlier trainer in this process", mixed_precision, previous
-        )
-        AcceleratorState._reset_state()
-
-
-def _process_group() -> PartialState:
-    """The process state of this run, made as the Accelerator will make it (it takes this one), with one fix: launched
-    with DeepSpeed on a machine without an accelerator, accelerate picks no backend, so DeepSpeed joins the ranks
-    (gloo) while accelerate counts one process and every rank acts as the main one. There the backend is gloo."""
-    cpu = parse_flag_from_env("ACCELERATE_USE_CPU")  # CPU ranks stay ranks
-    launched = int(os.environ.get("LOCAL_RANK", -1)) != -1
-    deepspeed_on_cpu = parse_flag_from_env("ACCELERATE_USE_DEEPSPEED") and launched and not cpu
-    if deepspeed_on_cpu and not torch.accelerator.is_available():
-        return PartialState(cpu=cpu, backend="gloo")
-    return PartialState(cpu=cpu)
-
-
-def _agreed_mixed_precision(mixed_precision: str) -> str:
-    """`mixed_precision` resolved on this machine (see `precision.resolve_mixed_precision`); under "auto" every
-    process takes the main process's choice, so that all ranks train alike."""
-    if mixed_precision != "auto":
-        return resolve_mixed_precision(mixed_precision, "cpu")  # checks the name
-    state = _process_group()
-    chosen = [resolve_mixed_precision("auto", state.device.type) if state.is_main_process else None]
-    if state.num_processes > 1:
-        broadcast_object_list(chosen, from_process=0)
-    return chosen[0]
 
 
 TRAINING_ARGS_NAME = "training_args.json"

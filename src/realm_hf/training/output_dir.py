@@ -38,6 +38,7 @@ TRACKER_RUN_NAME = "realm_hf"
 """The trackers' run name, and the folder of their logs in `output_dir` (TensorBoard's event files)."""
 
 _PARTIAL_CHECKPOINT = re.compile(r"^\.checkpoint-(\d+)\.tmp$")  # a save that a crash interrupted
+_PARTIAL_FINAL = re.compile(rf"^\.{FINAL_NAME}\.(?:tmp|old)-")  # a final save (atomic_directory) a crash interrupted
 
 
 def previous_run_outputs(output_dir: str | os.PathLike) -> list[str]:
@@ -93,7 +94,8 @@ def _remove_previous_run(output_dir: str) -> list[str]:
         path = os.path.join(output_dir, name)
         ours = name in (FINAL_NAME, TRAINER_STATE, HISTORY_NAME, TRACKER_RUN_NAME)
         versions = name == INDEX_VERSIONS_NAME and not os.path.isfile(os.path.join(path, MANIFEST_NAME))
-        if not (ours or versions or CHECKPOINT_PATTERN.match(name) or _PARTIAL_CHECKPOINT.match(name)):
+        partial = _PARTIAL_CHECKPOINT.match(name) or _PARTIAL_FINAL.match(name)
+        if not (ours or versions or partial or CHECKPOINT_PATTERN.match(name)):
             continue
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)

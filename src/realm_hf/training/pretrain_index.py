@@ -289,7 +289,8 @@ class PretrainingIndexMixin:
             "saved retriever (step %d). It is stale: its fingerprint does not match the model, so realm_hf.hub.publish "
             "and evaluation refuse it. Rebuild it with: realm-hf build-index --corpus %s%s --model %s --output %s "
             "--block-length %d --index-type %s",
-            os.path.join(directory, "index"), self.index.step, self.step, corpus.corpus, max_articles,
-            os.path.join(directory, "retriever"), os.path.join(directory, "index"), corpus.block_length,
+            self.published_path(os.path.join(directory, "index")), self.index.step, self.step, corpus.corpus,
+            max_articles, self.published_path(os.path.join(directory, "retriever")),
+            self.published_path(os.path.join(directory, "index")), corpus.block_length,
             corpus.index_type,
         )
