@@ -61,6 +61,8 @@ ROWS: dict[str, dict] = {
         "row": "30x stale MIPS", "figures": "28.7 / 15.1", "em": "lower", "recall": "lower"}},
     "never-refreshed": {"change": {"refresh_schedule": "0"}, "paper": None},
     "no-null-document": {"change": {"use_null_document": False}, "paper": None},
+    # the paper's ∅: the empty block embedded by the document tower (query-dependent), not a learned prior logit
+    "paper-null-document": {"change": {"null_document_score": "embedding"}, "paper": None},
     "no-ict": {"change": {"ict": False}, "paper": None},
     "no-reading-warmup": {"change": {"warmup": False}, "paper": None},
     "k2": {"change": {"num_candidates": 2}, "paper": None},

@@ -262,6 +262,7 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
     `refresh_schedule`, ...). `also_evaluate`, other held-out sentences, are measured before and after the run only
     (`"also_evaluated"`: `{"before", "after"}`)."""
     steps = recipe["steps"]
+    overrides.setdefault("null_document_score", recipe.get("null_document_score"))
     if start_dir is not None:  # after the reading warm-up: its encoder, and the initial retriever
         model = ModelArguments(
             retriever=recipe["model"].get("retriever", "minilm"), encoder=os.path.join(start_dir, "encoder"),

@@ -165,6 +165,14 @@ class PretrainingArguments:
     )
     num_candidates: int = field(default=8, metadata={"help": "Documents per sentence, the null document included."})
     use_null_document: bool = field(default=True, metadata={"help": "Add the null document to every candidate set."})
+    null_document_score: str | None = field(
+        default=None,
+        metadata={
+            "help": "How the null document is scored: 'embedding' (the paper: the empty block embedded by the "
+            "document tower, so p(∅|x) depends on the query) or 'learned' (a learned prior logit: p(∅|x) = "
+            "e^b/(K-1+e^b), the same for every query). Default: the start's own (a new retriever: 'learned')."
+        },
+    )
     refresh_schedule: str = field(default="500", metadata={"help": "'500' or Atlas-style '0-1000:100,1000-:500'."})
     refresh_mode: str | None = field(
         default=None,
@@ -339,6 +347,15 @@ class PretrainingArguments:
                     f"--{option} {value:g} {what} the reading loss, but --reading_loss_weight is "
                     f"{self.reading_loss_weight:g}: set --reading_loss_weight (e.g. 30), or drop --{option}."
                 )
+        if self.null_document_score not in (None, "embedding", "learned"):
+            raise ValueError(
+                f"--null_document_score must be 'embedding' (the paper's) or 'learned', got {self.null_document_score!r}."
+            )
+        if self.null_document_score is not None and not self.use_null_document:
+            raise ValueError(
+                f"--null_document_score {self.null_document_score} scores the null document, but --use_null_document "
+                "is False: drop one of them."
+            )
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
         if self.refresh_time_share is not None and self.refresh_mode not in (None, "paced"):

@@ -118,25 +118,29 @@ def length_limits(
 # ------------------------------------------------------------------------------------------- pre-training
 def load_models(
     model_args: ModelArguments, corpus_args: CorpusArguments, vocab_size: int, mask_token_id: int,
-    ict_warm_start: str | None = None,
+    ict_warm_start: str | None = None, null_document_score: str | None = None,
 ):
     r"""
     The retriever and the encoder from saved REALM models, a BERT checkpoint, or tiny random configs; the retriever
     of `ict_warm_start` (an ICT output) instead, when given. The lengths of `corpus_args` are then fitted to them
     ([`fit_lengths_to_models`]): a start converted from `google/realm-*` may take shorter inputs than the defaults.
+    `null_document_score`, when given, replaces the retriever's (`RealmRetrieverConfig.null_document_score`).
     """
+    overrides = {"null_document_score": null_document_score} if null_document_score is not None else {}
     if model_args.random_init:
         bert = _tiny_bert(vocab_size, corpus_args)
-        retriever = RealmRetriever(RealmRetrieverConfig(bert_config=bert, **_retriever_options(model_args, corpus_args)))
+        retriever = RealmRetriever(
+            RealmRetrieverConfig(bert_config=bert, **_retriever_options(model_args, corpus_args, **overrides))
+        )
         encoder = RealmKnowledgeEncoder(
             RealmKnowledgeEncoderConfig(bert_config=bert, max_length=corpus_args.joined_max_length, mask_token_id=mask_token_id)
         )
     else:
         retriever_path = resolve_bert_path(model_args.retriever)
         if ict_warm_start or is_realm_dir(retriever_path, "realm_retriever"):
-            retriever = RealmRetriever.from_pretrained(ict_warm_start or retriever_path)
+            retriever = RealmRetriever.from_pretrained(ict_warm_start or retriever_path, **overrides)
         else:
-            retriever = RealmRetriever.from_bert(retriever_path, **_retriever_options(model_args, corpus_args))
+            retriever = RealmRetriever.from_bert(retriever_path, **_retriever_options(model_args, corpus_args, **overrides))
         encoder_path = resolve_bert_path(model_args.encoder)
         if is_realm_dir(encoder_path, "realm_knowledge_encoder"):
             encoder = RealmKnowledgeEncoder.from_pretrained(encoder_path)
@@ -145,7 +149,7 @@ def load_models(
                 encoder_path, max_length=corpus_args.joined_max_length, mask_token_id=mask_token_id
             )
     if model_args.random_init and ict_warm_start:
-        retriever = RealmRetriever.from_pretrained(ict_warm_start)
+        retriever = RealmRetriever.from_pretrained(ict_warm_start, **overrides)
     limits = length_limits(retriever, ict_warm_start or model_args.retriever, encoder, f"the encoder ({model_args.encoder})")
     fit_lengths_to_models(corpus_args, limits)
     return retriever, encoder

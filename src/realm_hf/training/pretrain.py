@@ -118,7 +118,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         self._answer_finder: CorpusAnswerFinder | None = None  # built at the first evaluation that needs it
         self.tokenizer = AutoTokenizer.from_pretrained(pretraining_tokenizer_path(model_args))
         retriever, encoder = load_models(model_args, corpus_args, len(self.tokenizer), self.tokenizer.mask_token_id,
-                                         ict_warm_start=pretraining_args.ict_warm_start)
+                                         ict_warm_start=pretraining_args.ict_warm_start,
+                                         null_document_score=pretraining_args.null_document_score)
         if not pretraining_args.use_null_document:
             retriever.freeze_null_document_prior()
         retriever.config.length_buckets = encoder.config.length_buckets = model_args.length_buckets
