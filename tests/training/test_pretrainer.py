@@ -140,7 +140,7 @@ def _retriever_state(trainer):
 def test_reading_warmup_reads_the_source_block_alone_with_the_retriever_frozen_then_the_retriever_learns(tmp_path):
     trainer = make_trainer(tmp_path, max_steps=3, refresh="0", reading_warmup_steps=2, mlm_head_learning_rate=1e-2)
     examples = [trainer.train_examples[i] for i in range(4)]
-    batch, null_index = trainer.retrieve_and_collate(examples, include_source_block=True)
+    batch, null_index = trainer.collate_source_blocks(examples)
     assert null_index is None and batch["candidate_block_ids"].shape == (4, 1)  # no ∅, no retrieved block
     assert batch["candidate_block_ids"][:, 0].tolist() == [int(e["source_block_id"]) for e in examples]
     batch, null_index = trainer.retrieve_and_collate(examples)  # after the warm-up: REALM's candidates
@@ -182,7 +182,7 @@ def test_held_out_evaluation_reports_reading_with_the_gold_block_apart_from_retr
     with torch.no_grad():
         for start in range(0, len(sentences), trainer.args.per_device_batch_size):
             chunk = list(sentences)[start : start + trainer.args.per_device_batch_size]
-            batch, _ = trainer.retrieve_and_collate(chunk, include_source_block=True)
+            batch, _ = trainer.collate_source_blocks(chunk)
             correct, _, count = masked_token_hits(model(batch, score_candidates=False), batch["labels"], None)
             hits, tokens = hits + correct, tokens + count
     assert tokens > 0
@@ -303,7 +303,7 @@ def test_reading_steps_with_another_pretraining_corpus_read_sentences_of_the_kno
     assert [e["source_block_id"] for e in first + second] == [
         z_sentences[int(i)]["source_block_id"] for i in trainer.reading.order[:4]
     ]
-    batch, null_index = trainer.retrieve_and_collate(first, include_source_block=True)
+    batch, null_index = trainer.collate_source_blocks(first)
     assert null_index is None and batch["candidate_block_ids"][:, 0].tolist() == [e["source_block_id"] for e in first]
     history = trainer.train()
     assert [("retrieved_distinct" in r) for r in history if "loss" in r] == [False, True, False, True]
@@ -342,7 +342,7 @@ def _step_loss_and_its_parts(trainer, step, examples, read):
         loss, logs = trainer.training_step(examples)
         batch, null_index = trainer.retrieve_and_collate(examples)
         realm = trainer.model(batch, null_candidate_index=null_index).loss
-        own, _ = trainer.retrieve_and_collate(read, include_source_block=True)
+        own, _ = trainer.collate_source_blocks(read)
         reading = trainer.model(own, score_candidates=False).loss
     return loss, logs, realm, reading, own
 

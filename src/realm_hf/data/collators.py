@@ -241,12 +241,12 @@ class RealmPretrainingCollator:
             null_ids[:, 0, :3] = [self.cls_id, self.sep_id, self.sep_id]
             null_types[:, 0, :3] = [0, 0, 1]
 
-            def with_null(rows: np.ndarray) -> np.ndarray:
-                rows = np.pad(rows, ((0, 0), (0, width - rows.shape[1]))).reshape(batch_size, num_retrieved, width)
-                return rows  # [B, k, W]
+            def per_example(rows: np.ndarray) -> np.ndarray:
+                """The retrieved rows [B*k, W'] padded to ∅'s width and grouped by example: [B, k, W]."""
+                return np.pad(rows, ((0, 0), (0, width - rows.shape[1]))).reshape(batch_size, num_retrieved, width)
 
-            ids = np.concatenate([null_ids, with_null(ids)], axis=1).reshape(-1, width)
-            types = np.concatenate([null_types, with_null(types)], axis=1).reshape(-1, width)
+            ids = np.concatenate([null_ids, per_example(ids)], axis=1).reshape(-1, width)
+            types = np.concatenate([null_types, per_example(types)], axis=1).reshape(-1, width)
             lengths = np.concatenate(
                 [np.full((batch_size, 1), 3, np.int64), lengths.reshape(batch_size, num_retrieved)], axis=1
             ).reshape(-1)

@@ -310,26 +310,31 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         finally:
             retriever.train(was_training)
 
-    def retrieve_and_collate(
-        self, examples: list[dict], index: RealmIndex | None = None, include_source_block: bool = False
-    ) -> tuple[dict, int | None]:
-        """Search the index (`self.index` unless another is given) with the current query tower and build the
-        K-candidate batch. The block a sentence came from (X = Z) is excluded; with `include_source_block` (the reading
-        warm-up) it is the only candidate instead (no ∅), so that the encoder's whole gradient goes to reading it."""
+    def retrieve_and_collate(self, examples: list[dict], index: RealmIndex | None = None) -> tuple[dict, int | None]:
+        """Search the index (`self.index` unless another is given) with the current query tower and build REALM's
+        K-candidate batch (∅ and the top k-1 blocks). With X = Z the block each sentence came from (the trivial
+        candidate) is excluded from the search."""
         index = self.index if index is None else index
-        exclude = None
-        if self.x_is_z or include_source_block:
-            exclude = [[int(e["source_block_id"])] if int(e.get("source_block_id", -1)) >= 0 else [] for e in examples]
-        if include_source_block:
-            if not all(exclude):
-                raise ValueError("A reading step needs the source block of every sentence (sentences of Z).")
-            block_ids = torch.tensor([source[:1] for source in exclude], dtype=torch.long)  # [B, 1]
-            # the source block alone: the encoder's whole gradient goes to reading
-            return self._collate(examples, block_ids, index, self.reading_collator)
+        trivial = self._source_block_ids(examples) if self.x_is_z else None
         query_embeds = self.embed_sentences(examples)  # [B, D]
-        _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=exclude)  # [B, k-1]
+        _, block_ids = index.search(query_embeds, self.num_retrieved, exclude=trivial)  # [B, k-1]
         self.last_retrieved_ids = block_ids
         return self._collate(examples, block_ids, index, self.collator)
+
+    def collate_source_blocks(self, examples: list[dict], index: RealmIndex | None = None) -> tuple[dict, int | None]:
+        """The reading batch: each sentence (of Z) with the block it came from as its only candidate (no ∅, no
+        search), so that the encoder's whole gradient goes to reading it (the reading warm-up and reading loss)."""
+        index = self.index if index is None else index
+        sources = self._source_block_ids(examples)
+        if not all(sources):
+            raise ValueError("A reading step needs the source block of every sentence (sentences of Z).")
+        block_ids = torch.tensor(sources, dtype=torch.long)  # [B, 1]
+        return self._collate(examples, block_ids, index, self.reading_collator)
+
+    @staticmethod
+    def _source_block_ids(examples: list[dict]) -> list[list[int]]:
+        """The block each sentence came from, as a one-element list (empty for a sentence not taken from Z)."""
+        return [[int(e["source_block_id"])] if int(e.get("source_block_id", -1)) >= 0 else [] for e in examples]
 
     def _collate(
         self, examples: list[dict], block_ids: torch.Tensor, index: RealmIndex, collator: RealmPretrainingCollator
@@ -362,14 +367,15 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         reading_warmup = self.is_reading_step(self.step)
         if reading_warmup:  # X != Z: Z's own sentences instead of X's
             examples = self.reading.examples(self.step, examples)
-        batch, null_index = self.retrieve_and_collate(examples, include_source_block=reading_warmup)
+        collate = self.collate_source_blocks if reading_warmup else self.retrieve_and_collate
+        batch, null_index = collate(examples)
         # while the retriever is frozen its backward pass is work for nothing; several processes run it anyway (DDP
         # expects every rank to reduce the same gradients) and `frozen_parameters` drops the result
         frozen = not self.retriever_learns(self.step) and self.accelerator.num_processes == 1
         reading_batch = None
         if self.reading.reads_beside(self.step):  # the reading loss: the own blocks alone, in the same forward call
             reading = self.reading.examples(self.step, examples)
-            reading_batch, _ = self.retrieve_and_collate(reading, include_source_block=True)
+            reading_batch, _ = self.collate_source_blocks(reading)
         reading_weight = self.reading.loss_weight_at(self.step)
         out = self.model(
             batch, null_candidate_index=null_index, train_retriever=not frozen, score_candidates=not reading_warmup,
