@@ -93,8 +93,6 @@ def write_markdown(results: dict, path: str) -> None:
         if recipe.get("reading_loss_weight_final") is not None:
             weight = f"from {weight} rising to {recipe['reading_loss_weight_final']:g}"
         reading = f"a reading loss beside each step at {weight} times REALM's"
-    elif recipe.get("reading_replay_every"):
-        reading = f"a reading step every {recipe['reading_replay_every']}"
     else:
         reading = "no reading after the warm-up"
     lines = [

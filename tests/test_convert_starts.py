@@ -102,7 +102,7 @@ def test_build_index_with_the_converted_embedder(index):
 def test_pretrain_starts_from_the_converted_scorer_and_encoder(work):
     output = work / "pretrain"
     _run(
-        "pretrain", "--retriever", str(work / "scorer"), "--encoder", str(work / "encoder"),
+        "pretrain", "--recipe", "paper", "--retriever", str(work / "scorer"), "--encoder", str(work / "encoder"),
         "--corpus", str(work / "corpus.jsonl"), "--output_dir", str(output), "--max_steps", "2",
         "--per_device_batch_size", "2", "--masking", "random_token", "--num_candidates", "3",
         "--refresh_schedule", "0", "--eval_mlm_examples", "0", "--index_type", "torch-exact", *QUIET,

@@ -63,7 +63,7 @@ def news_run(tmp_path_factory) -> dict[str, Path]:
     assert main([
         "pretrain", "--config", os.fspath(CONFIGS / "cpu-tiny.yaml"), "--output_dir", os.fspath(output),
         "--pretraining_corpus", os.fspath(news), "--max_articles", "6", "--max_steps", "4", "--refresh_schedule", "0",
-        "--reading_warmup_steps", "1", "--reading_replay_every", "2", "--eval_mlm_examples", "2", "--save_steps", "0",
+        "--reading_warmup_steps", "1", "--reading_loss_weight", "0.5", "--eval_mlm_examples", "2", "--save_steps", "0",
         "--report_to", "none", "--logging_steps", "1",
     ]) == 0
     return {"news": news, "output": output, "final": output / "final"}
@@ -100,13 +100,12 @@ def test_the_card_names_x_and_z_with_the_figures_the_run_recorded_and_the_comman
     assert (f"- **Z, the knowledge corpus** (the blocks retrieved; the index): Wikipedia leads (`embedded`), {blocks} "
             "blocks of at most 64 wordpieces.\n") in card
     assert f"read {data['reading_sentences']} masked sentences\n  of Z." in card
-    # the retriever's schedule: step 1 reads (warm-up), 2 learns, 3 reads (replay), 4 learns
+    # the retriever's schedule: step 1 reads (warm-up), 2-4 learn (each with a reading loss beside)
     for row in ("| Optimizer steps | 4 |", "| Reading warm-up (steps: own block, retriever frozen) | 1 |",
-                "| Reading steps replayed after it (every N-th step) | 1 (reading_replay_every=2) |",
-                "| Steps the retriever learned | 2 of 4 |",
+                "| Steps the retriever learned | 3 of 4 |",
                 "| Initial weights | random (tiny test models: random_init) |"):
         assert row in card
-    assert ("The run's summary: The retriever learned in 2 of 4 steps; frozen until step 1 by reading_warmup_steps."
+    assert ("The run's summary: The retriever learned in 3 of 4 steps; frozen until step 1 by reading_warmup_steps."
             in card)
     # the held-out figures are the history's last evaluation, at the last step
     history = json.loads((output / "history.json").read_text())
@@ -121,7 +120,7 @@ def test_the_card_names_x_and_z_with_the_figures_the_run_recorded_and_the_comman
     parsed = {k: v for args in parse_arguments(PRETRAIN_ARGUMENTS, command[2:]) for k, v in vars(args).items()}
     recorded = json.loads((output / "training_args.json").read_text())
     assert {name: parsed[name] for name in recorded} == recorded
-    assert parsed["pretraining_corpus"] == os.fspath(news_run["news"]) and parsed["reading_replay_every"] == 2
+    assert parsed["pretraining_corpus"] == os.fspath(news_run["news"]) and parsed["reading_loss_weight"] == 0.5
 
 
 LOAD_BACK = textwrap.dedent("""

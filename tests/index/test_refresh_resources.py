@@ -60,7 +60,9 @@ def test_default_resources_follow_the_trainer_device():
     gpu = refresh_resources(torch.device("cuda", 1))
     assert (gpu.device, gpu.niceness, gpu.mode) == ("cuda:1", 0, "process")
     # explicit choices win: another GPU, or a half/half partition of the CPU cores
-    partition = refresh_resources("cpu", device="cpu", num_threads=1, niceness=0, trainer_threads=1, cores=2)
+    partition = refresh_resources(
+        "cpu", device="cpu", num_threads=1, niceness=0, trainer_threads=1, cores=2, mode="process"
+    )
     assert (partition.num_threads, partition.niceness, partition.trainer_threads) == (1, 0, 1)
     with pytest.raises(ValueError, match="refresh_device must be 'cpu', 'cuda' or 'cuda:<n>'"):
         refresh_resources("cpu", device="mps")

@@ -292,27 +292,27 @@ def news_trainer(tmp_path, max_steps: int, **pretraining_kwargs) -> RealmPretrai
 
 
 def test_reading_steps_with_another_pretraining_corpus_read_sentences_of_the_knowledge_corpus(tmp_path):
-    trainer = news_trainer(tmp_path, max_steps=4, reading_warmup_steps=1, reading_replay_every=2)
+    trainer = news_trainer(tmp_path, max_steps=4, reading_warmup_steps=1, reading_loss_weight=0.5)
     corpus = tmp_path / "x.jsonl"
     assert not trainer.x_is_z and set(trainer.train_examples["source_block_id"]) == {-1}  # X: no block of Z
     z_sentences = trainer.reading.sentences_of_z
     assert len(z_sentences) > 4 and all(0 <= i < len(trainer.blocks) for i in z_sentences["source_block_id"])
-    # reading steps 0 (warm-up) and 2 (replay) read the next sentences of Z in a seeded order, each with its own block
+    # step 0 (warm-up) and step 1's reading loss read the next sentences of Z in a seeded order, each with its own block
     x_batch = [trainer.train_examples[0], trainer.train_examples[1]]
-    first, second = trainer.reading.examples(0, x_batch), trainer.reading.examples(2, x_batch)
+    first, second = trainer.reading.examples(0, x_batch), trainer.reading.examples(1, x_batch)
     assert [e["source_block_id"] for e in first + second] == [
         z_sentences[int(i)]["source_block_id"] for i in trainer.reading.order[:4]
     ]
     batch, null_index = trainer.collate_source_blocks(first)
     assert null_index is None and batch["candidate_block_ids"][:, 0].tolist() == [e["source_block_id"] for e in first]
     history = trainer.train()
-    assert [("retrieved_distinct" in r) for r in history if "loss" in r] == [False, True, False, True]
+    assert [("retrieved_distinct" in r) for r in history if "loss" in r] == [False, True, True, True]
     # what a model card names: X (3 articles) and Z (its blocks), and the sentences of Z the reading steps read
     with open(tmp_path / "out" / "trainer_state.json") as f:
         state = json.load(f)
     command, data = state["command"], state["data"]
     assert command[:4] == ["realm-hf", "pretrain", "--output_dir", str(tmp_path / "out")]
-    assert command[command.index("--pretraining_corpus") + 1] == str(corpus) and "--reading_replay_every" in command
+    assert command[command.index("--pretraining_corpus") + 1] == str(corpus) and "--reading_loss_weight" in command
     assert data == {
         "x_is_z": False, "knowledge_corpus": "embedded", "knowledge_corpus_blocks": len(trainer.blocks),
         "pretraining_corpus": str(corpus), "pretraining_articles": 3, "masked_sentences": len(trainer.train_examples),
@@ -375,46 +375,6 @@ def test_a_ramped_reading_loss_weight_is_the_one_added_at_each_step_and_logged(t
         assert float(loss) == pytest.approx(float(realm + weight * reading), rel=1e-5)
 
 
-def test_reading_replay_reads_the_own_block_every_nth_step_with_the_retriever_idle(tmp_path, caplog):
-    trainer = make_trainer(tmp_path, max_steps=5, refresh="0", logging_steps=1, reading_warmup_steps=1,
-                           reading_replay_every=2)
-    # 0-based steps: 0 warm-up; after it every 2nd step reads (2 and 4), 1 and 3 are REALM's
-    assert [trainer.is_reading_step(step) for step in range(7)] == [True, False, True, False, True, False, True]
-    assert [trainer.retriever_learns(step) for step in range(5)] == [False, True, False, True, False]
-    retriever_after, encoder_after = [], []
-    original = trainer.on_step_end
-
-    def snapshot(step):
-        retriever_after.append(_retriever_state(trainer))
-        encoder_after.append({k: v.clone() for k, v in trainer.unwrapped_model().encoder.state_dict().items()})
-        return original(step)
-
-    trainer.on_step_end = snapshot
-    with caplog.at_level("INFO", logger="realm_hf"):
-        history = trainer.train()
-
-    def changed(states, step):  # whether the 1-based `step` changed the weights
-        return any(not torch.equal(states[step - 2][k], states[step - 1][k]) for k in states[0])
-
-    assert [changed(retriever_after, step) for step in (2, 3, 4, 5)] == [True, False, True, False]
-    assert all(changed(encoder_after, step) for step in (2, 3, 4, 5))
-    # REALM's steps retrieve (and log their diversity); the reading steps read the own block alone
-    assert [("retrieved_distinct" in r) for r in history if "loss" in r] == [False, True, False, True, False]
-    statuses = [r.getMessage().split(" | ")[-1] for r in caplog.records if r.getMessage().startswith("step ")]
-    assert statuses == ["retriever: frozen (reading_warmup_steps: until step 1)", "retriever: learning",
-                        "retriever: idle (a reading step, reading_replay_every=2)", "retriever: learning",
-                        "retriever: idle (a reading step, reading_replay_every=2)"]
-    assert ("The retriever learned in 2 of 5 steps; frozen until step 1 by reading_warmup_steps. 2 steps were reading "
-            "steps (reading_replay_every=2)") in caplog.text
-    with open(tmp_path / "trainer_state.json") as f:
-        state = json.load(f)
-    record = state["retriever_learning"]
-    assert (record["steps_learning"], record["steps_replayed"], record["steps_total"]) == (2, 2, 5)
-    assert state["retriever_learning_summary"].startswith("The retriever learned in 2 of 5 steps")
-    assert state["data"]["x_is_z"] and state["data"]["pretraining_corpus"] is None
-    assert state["data"]["pretraining_articles"] is None and state["data"]["reading_sentences"] is None
-
-
 def test_a_reading_loss_adds_the_own_block_reading_to_every_realm_step_and_the_retriever_learns_at_each(tmp_path):
     trainer = make_trainer(tmp_path / "a", max_steps=3, refresh="0", logging_steps=1, reading_warmup_steps=1,
                            reading_loss_weight=0.5)
@@ -432,65 +392,12 @@ def test_a_reading_loss_adds_the_own_block_reading_to_every_realm_step_and_the_r
     assert [("reading_loss" in r) for r in history if "loss" in r] == [False, True, True]
     with open(tmp_path / "a" / "trainer_state.json") as f:
         record = json.load(f)["retriever_learning"]
-    assert (record["steps_learning"], record["steps_replayed"]) == (2, 0)
-
-
-def test_encoder_freeze_steps_rest_the_encoder_after_the_warmup_while_the_retriever_learns(tmp_path):
-    trainer = make_trainer(tmp_path, max_steps=5, refresh="0", reading_warmup_steps=1, encoder_freeze_steps=2)
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    states = []  # (encoder, retriever) after each step
-    on_step_end = trainer.on_step_end
-
-    def record(step):
-        states.append(tuple({k: v.detach().clone() for k, v in m.state_dict().items()}
-                            for m in (model.encoder, model.retriever)))
-        return on_step_end(step)
-
-    trainer.on_step_end = record
-    start = tuple({k: v.detach().clone() for k, v in m.state_dict().items()} for m in (model.encoder, model.retriever))
-    trainer.train()
-
-    def changed(before, after):
-        return any(not torch.equal(before[k], after[k]) for k in before)
-
-    states = [start, *states]
-    # step 1: the reading warm-up (encoder only); steps 2-3: the retriever only; steps 4-5: both
-    assert [changed(a[0], b[0]) for a, b in zip(states, states[1:])] == [True, False, False, True, True]
-    assert [changed(a[1], b[1]) for a, b in zip(states, states[1:])] == [False, True, True, True, True]
-
-
-def test_encoder_freeze_steps_that_cover_the_rest_of_the_run_are_said_in_one_warning(tmp_path, caplog):
-    with caplog.at_level("WARNING", logger="realm_hf.training.pretrain"):
-        make_trainer(tmp_path / "a", max_steps=5, reading_warmup_steps=1, encoder_freeze_steps=3)
-    assert not [r for r in caplog.records if "encoder_freeze_steps" in r.getMessage()]
-    with caplog.at_level("WARNING", logger="realm_hf.training.pretrain"):
-        make_trainer(tmp_path / "b", max_steps=5, reading_warmup_steps=1, encoder_freeze_steps=4)
-    [record] = [r for r in caplog.records if "encoder_freeze_steps" in r.getMessage()]
-    assert record.getMessage().startswith("encoder_freeze_steps=4 covers every step after the reading warm-up (4 of 5)")
-
-
-def test_encoder_freeze_steps_with_the_utility_gate_is_refused_in_one_line(tmp_path):
-    with pytest.raises(ValueError, match="encoder_freeze_steps=3 lets only the retriever learn, but "
-                                         "retriever_gate_utility=0.2"):
-        make_trainer(tmp_path, max_steps=5, encoder_freeze_steps=3, retriever_gate_utility=0.2)
-    with pytest.raises(ValueError, match="retriever_gate_utility=0.0 keeps the retriever waiting"):
-        make_trainer(tmp_path, max_steps=5, encoder_freeze_steps=3, retriever_gate_utility=0.0)
-
-
-def test_encoder_freeze_steps_with_reading_replay_is_refused_in_one_line(tmp_path):
-    with pytest.raises(ValueError, match="encoder_freeze_steps=3 lets only the retriever learn, but "
-                                         "reading_replay_every=2 idles the retriever at its reading steps"):
-        make_trainer(tmp_path, max_steps=5, encoder_freeze_steps=3, reading_replay_every=2)
+    assert record["steps_learning"] == 2
 
 
 def test_a_negative_reading_loss_weight_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="reading_loss_weight"):
         PretrainingArguments(reading_loss_weight=-1.0)
-
-
-def test_reading_replay_at_every_step_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="reading_replay_every=1 makes every step a reading step"):
-        make_trainer(tmp_path, max_steps=2, reading_replay_every=1)
 
 
 def test_no_refresh_is_built_while_the_retriever_is_frozen(tmp_path):

@@ -10,23 +10,20 @@ def _sentences(count: int) -> datasets.Dataset:
     return datasets.Dataset.from_dict({"input_ids": [[i] for i in range(count)], "source_block_id": list(range(count))})
 
 
-def test_the_warm_up_then_every_nth_step_reads():
-    schedule = ReadingSchedule(warmup_steps=2, replay_every=3)
-    assert [schedule.is_reading_step(step) for step in range(9)] == [True, True, False, False, True, False, False,
-                                                                      True, False]
-    assert [schedule.is_replay_step(step) for step in range(9)] == [False, False, False, False, True, False, False,
-                                                                     True, False]
-    assert ReadingSchedule(0, 0).any is False and ReadingSchedule(0, 2).any and ReadingSchedule(3, 0).any
+def test_the_warm_up_steps_read():
+    schedule = ReadingSchedule(warmup_steps=2)
+    assert [schedule.is_reading_step(step) for step in range(5)] == [True, True, False, False, False]
+    assert ReadingSchedule(0).any is False and ReadingSchedule(3).any and ReadingSchedule(0, loss_weight=0.5).any
 
 
 def test_x_is_z_reads_the_steps_own_batch():
     batch = [{"input_ids": [5], "source_block_id": 7}]
-    assert ReadingSchedule(1, 2).examples(0, batch) is batch
+    assert ReadingSchedule(1).examples(0, batch) is batch
 
 
 def test_x_not_z_reads_sentences_of_z_in_a_seeded_order_each_process_its_own_slice():
     sentences = _sentences(10)
-    ranks = [ReadingSchedule(2, 2, sentences, seed=3, num_processes=2, process_index=p) for p in (0, 1)]
+    ranks = [ReadingSchedule(2, sentences, seed=3, num_processes=2, process_index=p, loss_weight=1.0) for p in (0, 1)]
     batch = [{}, {}]
 
     def read(schedule, step):
@@ -34,25 +31,20 @@ def test_x_not_z_reads_sentences_of_z_in_a_seeded_order_each_process_its_own_sli
 
     order = [int(i) for i in ranks[0].order]
     assert sorted(order) == list(range(10)) and order == [int(i) for i in ranks[1].order]  # the same seeded order
-    # reading steps 0, 1 (warm-up) and 3, 5 (replay) are reading steps number 0, 1, 2, 3; rank p reads slice 2n + p
+    # steps 0, 1 (warm-up), then the reading loss beside each step: step n reads slice 2n + p on rank p
     assert read(ranks[0], 0) == order[0:2] and read(ranks[1], 0) == order[2:4]
     assert read(ranks[0], 1) == order[4:6] and read(ranks[1], 1) == order[6:8]
-    assert read(ranks[0], 3) == order[8:10] and read(ranks[1], 3) == order[0:2]  # wraps around Z's sentences
-    assert read(ranks[0], 5) == order[2:4]
-    assert read(ReadingSchedule(2, 2, sentences, seed=4), 0) != order[0:2]  # another seed, another order
-
-
-def test_a_replay_at_every_step_is_refused():
-    with pytest.raises(ValueError, match="reading_replay_every=1 makes every step a reading step"):
-        ReadingSchedule(0, 1)
+    assert read(ranks[0], 2) == order[8:10] and read(ranks[1], 2) == order[0:2]  # wraps around Z's sentences
+    assert read(ranks[0], 3) == order[2:4]
+    assert read(ReadingSchedule(2, sentences, seed=4), 0) != order[0:2]  # another seed, another order
 
 
 def test_with_a_reading_loss_every_step_after_the_warm_up_reads_beside_realm_and_z_is_read_in_step_order():
     sentences = _sentences(10)
-    schedule = ReadingSchedule(2, 0, sentences, seed=3, loss_weight=0.5)
-    assert schedule.any and ReadingSchedule(0, 0, loss_weight=0.5).any
+    schedule = ReadingSchedule(2, sentences, seed=3, loss_weight=0.5)
+    assert schedule.any and ReadingSchedule(0, loss_weight=0.5).any
     assert [schedule.reads_beside(step) for step in range(4)] == [False, False, True, True]  # not in the warm-up
-    assert not ReadingSchedule(2, 0, sentences).reads_beside(3)  # no reading loss
+    assert not ReadingSchedule(2, sentences).reads_beside(3)  # no reading loss
     # every step reads once (a reading step, or the reading loss beside REALM's): step n reads slice n
     order = [int(i) for i in schedule.order]
     assert [e["source_block_id"] for e in schedule.examples(3, [{}, {}])] == order[6:8]
@@ -60,7 +52,7 @@ def test_with_a_reading_loss_every_step_after_the_warm_up_reads_beside_realm_and
 
 def test_a_reading_loss_batch_size_reads_that_many_sentences_each_step_in_a_seeded_order():
     own = _sentences(10)  # X = Z: the training sentences themselves
-    ranks = [ReadingSchedule(1, 0, seed=5, num_processes=2, process_index=p, loss_weight=30.0, loss_batch_size=3,
+    ranks = [ReadingSchedule(1, seed=5, num_processes=2, process_index=p, loss_weight=30.0, loss_batch_size=3,
                              own_sentences=own) for p in (0, 1)]
     batch = [{"input_ids": [9], "source_block_id": 9}]
     assert ranks[0].examples(0, batch) is batch  # the warm-up reads the step's own batch, whatever the size
@@ -68,10 +60,10 @@ def test_a_reading_loss_batch_size_reads_that_many_sentences_each_step_in_a_seed
     read = [[e["source_block_id"] for e in rank.examples(2, batch)] for rank in ranks]
     # step 2 reads slice 2 * 2 + p of 3 sentences, wrapping around the 10
     assert read[0] == [order[i % 10] for i in range(12, 15)] and read[1] == [order[i % 10] for i in range(15, 18)]
-    x_not_z = ReadingSchedule(0, 0, _sentences(10), seed=5, loss_weight=1.0, loss_batch_size=4)
+    x_not_z = ReadingSchedule(0, _sentences(10), seed=5, loss_weight=1.0, loss_batch_size=4)
     assert len(x_not_z.examples(0, batch)) == 4  # Z's sentences, 4 a step instead of REALM's 1
     with pytest.raises(ValueError, match="own_sentences"):
-        ReadingSchedule(0, 0, loss_weight=1.0, loss_batch_size=4)
+        ReadingSchedule(0, loss_weight=1.0, loss_batch_size=4)
 
 
 def test_a_reading_loss_batch_size_without_a_reading_loss_is_refused_in_one_line():
@@ -86,12 +78,12 @@ def test_a_reading_loss_batch_size_without_a_reading_loss_is_refused_in_one_line
 
 
 def test_a_final_reading_loss_weight_is_reached_linearly_from_the_first_step_after_the_warm_up():
-    schedule = ReadingSchedule(2, 0, loss_weight=10.0, loss_weight_final=30.0, max_steps=7)
+    schedule = ReadingSchedule(2, loss_weight=10.0, loss_weight_final=30.0, max_steps=7)
     # steps 2..6 are REALM's: 10 at the first, 30 at the last, on the line between
     assert [schedule.loss_weight_at(step) for step in range(8)] == [10.0, 10.0, 10.0, 15.0, 20.0, 25.0, 30.0, 30.0]
-    assert ReadingSchedule(2, 0, loss_weight=10.0).loss_weight_at(5) == 10.0  # no final weight: constant
+    assert ReadingSchedule(2, loss_weight=10.0).loss_weight_at(5) == 10.0  # no final weight: constant
     with pytest.raises(ValueError, match="max_steps"):
-        ReadingSchedule(2, 0, loss_weight=10.0, loss_weight_final=30.0)
+        ReadingSchedule(2, loss_weight=10.0, loss_weight_final=30.0)
     from realm_hf.training.arguments import PretrainingArguments
 
     with pytest.raises(ValueError, match=r"--reading_loss_weight_final 30 ramps the reading loss, but "

@@ -45,7 +45,7 @@ def test_a_gate_that_never_opens_is_announced_shown_at_each_log_line_and_summed_
     assert "highest utility" in end and "--retriever_gate_utility" in end and "masked-LM signal" in end
     log_lines = [r.getMessage() for r in records if r.getMessage().startswith("step ")]
     assert log_lines and all("| retriever: frozen (gate: utility " in line and "< 10)" in line for line in log_lines)
-    expected = {"steps_learning": 0, "steps_total": 4, "steps_replayed": 0, "gate_opened_at_step": None,
+    expected = {"steps_learning": 0, "steps_total": 4, "gate_opened_at_step": None,
                 "reason_frozen": "retriever_gate_utility"}
     for path in (tmp_path, tmp_path / "checkpoint-4"):  # the run's state, and its last checkpoint's
         record = _record(path)
@@ -60,7 +60,7 @@ def test_without_a_gate_the_retriever_learns_at_every_step(tmp_path, caplog):
     assert "The retriever learned in 3 of 3 steps." in caplog.text
     log_lines = [r.getMessage() for r in records if r.getMessage().startswith("step ")]
     assert len(log_lines) == 3 and all(line.endswith("| retriever: learning") for line in log_lines)
-    assert _record(tmp_path) == {"steps_learning": 3, "steps_total": 3, "steps_replayed": 0, "gate_opened_at_step": None,
+    assert _record(tmp_path) == {"steps_learning": 3, "steps_total": 3, "gate_opened_at_step": None,
                                  "reason_frozen": None, "highest_gate_utility": None,
                                  "retrieval_diversity_start": None, "retrieval_diversity_end": None,
                                  "retrieval_collapsed_at_step": None}
@@ -79,7 +79,7 @@ def test_freeze_steps_are_counted_and_a_resumed_run_counts_on(tmp_path, caplog):
     assert statuses == ["retriever: frozen (retriever_freeze_steps: until step 1)"] + ["retriever: learning"] * 3
     assert [r["retriever_learning"] for r in trainer.history if "retriever_learning" in r] == [0.0, 1.0, 1.0, 1.0]
     assert "The retriever learned in 3 of 4 steps; frozen until step 1 by retriever_freeze_steps." in caplog.text
-    expected = {"steps_learning": 3, "steps_total": 4, "steps_replayed": 0, "gate_opened_at_step": None,
+    expected = {"steps_learning": 3, "steps_total": 4, "gate_opened_at_step": None,
                 "reason_frozen": "retriever_freeze_steps", "highest_gate_utility": None,
                 "retrieval_diversity_start": None, "retrieval_diversity_end": None, "retrieval_collapsed_at_step": None}
     assert _record(tmp_path) == expected

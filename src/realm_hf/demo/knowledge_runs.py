@@ -27,8 +27,10 @@ from accelerate.state import AcceleratorState
 from ..data.knowledge_task import KnowledgeTask, KnowledgeValueTagger
 from ..data.masking import build_masked_dataset
 from ..training import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments, RealmPretrainer
+from ..training.argument_parsing import REMOVED_OPTIONS
 from ..training.arguments import IctArguments
 from ..training.ict import IctTrainer
+from ..utils.options import UsageError
 from ..utils.precision import resolve_mixed_precision
 
 logger = logging.getLogger(__name__)
@@ -94,6 +96,8 @@ def hard_task_recipe(settings: list[str]) -> dict:
     recipe = {**json.loads(json.dumps(KNOWLEDGE_RECIPES["tiny"])), **HARD_TASK_RECIPE}
     for item in settings:
         key, value = item.split("=", 1)
+        if key in REMOVED_OPTIONS:
+            raise UsageError(f"--set {key}=... : {key} was removed: {REMOVED_OPTIONS[key]}.")
         recipe[key] = json.loads(value)
     recipe["mixed_precision"] = resolve_mixed_precision(recipe.get("mixed_precision", "no"), "cpu")
     return recipe
@@ -277,11 +281,9 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
         retriever_gate_utility=None if frozen else recipe.get("retriever_gate_utility"),
         retriever_gate_window=recipe.get("retriever_gate_window", 10),
         retriever_learning_rate=recipe.get("retriever_learning_rate"),
-        reading_replay_every=recipe.get("reading_replay_every", 0),
         reading_loss_weight=recipe.get("reading_loss_weight", 0.0),
         reading_loss_batch_size=recipe.get("reading_loss_batch_size"),
         reading_loss_weight_final=recipe.get("reading_loss_weight_final"),
-        encoder_freeze_steps=recipe.get("encoder_freeze_steps", 0),
         **overrides,
     )
     started = time.time()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from ..utils.options import UsageError
 from .argument_limits import check_limits
 
 
@@ -140,6 +141,13 @@ class CorpusArguments:
 class PretrainingArguments:
     """REALM pre-training specifics."""
 
+    recipe: str | None = field(
+        default=None,
+        metadata={
+            "help": "A named recipe, the settings a run starts from; --config and the command line override them. "
+            "Default: cold-start (the default start, all-MiniLM-L6-v2, cannot read yet)."
+        },
+    )
     masking: str = field(default="salient_span", metadata={"help": "salient_span / random_token / random_span."})
     masked_sentences: str | None = field(
         default=None,
@@ -190,27 +198,30 @@ class PretrainingArguments:
         },
     )
     refresh_threads: int | None = field(
-        default=None, metadata={"help": "torch threads of the builder process (default 1: see refresh_niceness)."}
+        default=None,
+        metadata={
+            "help": "torch threads of the index builder (default 1)."
+        },
     )
     refresh_niceness: int | None = field(
         default=None,
         metadata={
-            "help": "os.nice increment of the builder process, 0-19 (default 19 for a process on the CPU: it runs on "
-            "the CPU time the trainer leaves instead of oversubscribing the cores; 0 on a GPU)."
+            "help": "os.nice increment of a builder process (refresh_mode process only), 0-19; default 19 on the CPU (it "
+            "runs on the CPU time the trainer leaves), 0 on a GPU."
         },
     )
     refresh_trainer_threads: int | None = field(
         default=None,
         metadata={
-            "help": "torch threads of the trainer while a build runs (process mode; default unchanged): with "
-            "refresh_threads, a partition of the cores instead of the builder's low priority."
+            "help": "torch threads of the trainer while a builder process builds (refresh_mode process only; default "
+            "unchanged): with refresh_threads, a partition of the cores instead of the builder's low priority."
         },
     )
     refresh_time_share: float | None = field(
         default=None,
         metadata={
-            "help": "The paced builder's share of the trainer's time (refresh_mode paced; default 0.1): the trainer "
-            "is that much slower while a build is in flight, and a build takes its CPU time / the share."
+            "help": "The paced builder's share of the trainer's time (refresh_mode paced only; default 0.1): the trainer "
+            "is that much slower while a build is in flight."
         },
     )
     refresh_max_staleness: int | None = field(
@@ -235,30 +246,18 @@ class PretrainingArguments:
     reading_warmup_steps: int = field(
         default=0,
         metadata={
-            "help": "Steps of reading warm-up at the start: each sentence's own block, which REALM excludes, is its "
-            "only candidate instead (no null document), and the retriever is frozen, so the encoder learns to read a "
-            "block that holds the masked fact before the retriever learns from p(y|z,x). With another pre-training "
-            "corpus (X != Z) these steps read sentences of Z (mask_source_blocks of them) instead of X's. "
-            "Without it the retriever's gradient p(z|y,x) - p(z|x) is noise that it fits: held-out retrieval "
-            "collapses (docs/experiments.md)."
-        },
-    )
-    reading_replay_every: int = field(
-        default=0,
-        metadata={
-            "help": "After the reading warm-up, every N-th step is a reading step again: a batch of Z's sentences, each "
-            "with its own block as the only candidate, the retriever idle at that step. While the retriever "
-            "still finds little, REALM's steps teach the encoder to lean on the null document and it forgets how to "
-            "read; the replay keeps it reading (benchmarks/results/collapse.md). 0: never."
+            "help": "Steps at the start in which each masked sentence reads its own block (the one REALM excludes) as its "
+            "only candidate, the retriever frozen: the encoder learns to read before the retriever learns from "
+            "it. Use it with an encoder that cannot read yet (the cold-start recipe: 100); 0 for a masked LM such "
+            "as BERT (the paper recipe). With X != Z these steps read sentences of Z."
         },
     )
     reading_loss_weight: float = field(
         default=0.0,
         metadata={
-            "help": "Weight of a reading loss added to each REALM step after the reading warm-up: the step also reads "
-            "a batch of Z's sentences, each with its own block as the only candidate (the step's own sentences when "
-            "X = Z), and adds this weight times that masked-LM loss to REALM's. Unlike reading_replay_every the "
-            "retriever learns at every step (benchmarks/results/collapse.md). 0: no reading loss."
+            "help": "After the reading warm-up, add this weight times a reading loss (Z's masked sentences, each with its "
+            "own block alone) to every REALM step, the retriever learning throughout. Use it when the encoder "
+            "forgets how to read while the retriever still finds little (the hard knowledge task: 30). 0: none."
         },
     )
     reading_loss_weight_final: float | None = field(
@@ -278,44 +277,34 @@ class PretrainingArguments:
             "Z). Needs reading_loss_weight."
         },
     )
-    encoder_freeze_steps: int = field(
-        default=0,
-        metadata={
-            "help": "Steps after the reading warm-up during which only the retriever learns (the encoder's and its MLM "
-            "head's learning rate is 0, then it warms up again). Made to test whether REALM's first steps cost the "
-            "encoder its reading because the retriever still finds the wrong blocks: frozen for 100 steps it kept "
-            "reading while retrieval came right, then lost as much once it learned (benchmarks/results/collapse.md); "
-            "the reading loss (reading_loss_weight) is what keeps it. Not with retriever_gate_utility or "
-            "reading_replay_every, under which nothing learns while the encoder rests. 0: never frozen."
-        },
-    )
     retriever_freeze_steps: int = field(
         default=0,
         metadata={
-            "help": "Steps during which only the encoder learns (the retriever's learning rate is 0, then it warms "
-            "up): the encoder first learns to read the retrieved documents, so that the retriever's gradient "
-            "p(z|y,x) - p(z|x) carries signal when it starts. See benchmarks/bench_knowledge.py."
+            "help": "Steps from the start during which only the encoder learns (the retriever's learning rate 0, then it "
+            "warms up): a fixed-length alternative to the utility gate."
         },
     )
     retriever_gate_utility: float | None = field(
         default=None,
         metadata={
-            "help": "Keep the retriever frozen (after the reading warm-up and retriever_freeze_steps) until the "
-            "encoder reads what it retrieves: until the reading utility of the top retrieved block, log p(y|z,x) - "
-            "log p(y|null,x), averaged over the last retriever_gate_window steps, reaches this many nats. While the "
-            "encoder does not read, the retriever's gradient is noise that it fits (held-out retrieval collapses, "
-            "docs/experiments.md); the gate keeps it where it started instead. Needs the null document."
+            "help": "Hold the retriever frozen after the reading warm-up and retriever_freeze_steps until the encoder "
+            "reads what it retrieves: until the top retrieved block's reading utility, log p(y|z,x) - log "
+            "p(y|null,x), averages this many nats over retriever_gate_window steps. Use it with a start that "
+            "cannot read yet (cold-start: 0.2); not with random tiny models, whose utility stays near 0. Needs "
+            "the null document."
         },
     )
     retriever_gate_window: int = field(
-        default=20, metadata={"help": "Steps averaged by the retriever's utility gate (retriever_gate_utility)."}
+        default=20,
+        metadata={
+            "help": "Steps whose reading utility the gate (retriever_gate_utility) averages."
+        },
     )
     mlm_head_learning_rate: float | None = field(
         default=None,
         metadata={
-            "help": "Peak learning rate of the encoder's MLM head (default: learning_rate). A head initialized fresh "
-            "(all-MiniLM-L6-v2 has none) learns to read retrieved blocks faster at a higher rate, such as 10x the "
-            "encoder's (docs/experiments.md)."
+            "help": "Peak learning rate of the encoder's MLM head (default: learning_rate). A fresh head "
+            "(all-MiniLM-L6-v2 has none) reads sooner at 10x the encoder's rate (cold-start)."
         },
     )
     retriever_learning_rate: float | None = field(
@@ -358,11 +347,34 @@ class PretrainingArguments:
             )
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
-        if self.refresh_time_share is not None and self.refresh_mode not in (None, "paced"):
-            raise ValueError(
-                f"--refresh_time_share paces the builder: use --refresh_mode paced (got --refresh_mode "
-                f"{self.refresh_mode})."
+        if self.refresh_mode is not None:  # the default mode is resolved with the device (`refresh_resources`)
+            refuse_ignored_refresh_settings(
+                self.refresh_mode, self.refresh_niceness, self.refresh_trainer_threads, self.refresh_time_share
             )
+
+
+def refuse_ignored_refresh_settings(
+    mode: str, niceness: int | None, trainer_threads: int | None, time_share: float | None
+) -> None:
+    r"""
+    Refuse an index-builder setting that the builder's `mode` would ignore: `refresh_niceness` and
+    `refresh_trainer_threads` act on a builder process only, `refresh_time_share` on a paced builder only.
+
+    Raises:
+        [`UsageError`]: naming the option, its value, the mode and the fix.
+    """
+    given = {"refresh_niceness": niceness, "refresh_trainer_threads": trainer_threads}
+    for option, value in given.items():
+        if value is not None and mode != "process":
+            raise UsageError(
+                f"--{option} {value} sets the builder process's resources, but the builder runs in {mode} mode: "
+                f"add --refresh_mode process, or drop --{option}."
+            )
+    if time_share is not None and mode != "paced":
+        raise UsageError(
+            f"--refresh_time_share {time_share:g} paces the builder: use --refresh_mode paced (got --refresh_mode "
+            f"{mode}), or drop --refresh_time_share."
+        )
 
 
 @dataclass

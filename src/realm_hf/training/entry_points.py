@@ -28,7 +28,9 @@ from .validation import (
     check_corpus, check_index_dir, check_index_type, check_model, check_qa_files, check_refresh_device,
     check_refresh_schedule,
 )
+from ..utils.options import UsageError
 from .argument_parsing import parse_arguments
+from .recipes import DEFAULT_RECIPE, recipe_summaries
 from .arguments import (
     CorpusArguments, IctArguments, LoopArguments, MlmArguments, ModelArguments, OpenQaArguments,
     OpenQaEvaluationArguments, PretrainingArguments,
@@ -110,8 +112,10 @@ def parse_command_line(
     prog = prog or os.path.basename(sys.argv[0]) or "realm-hf"
     argv = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--config=") else [arg])]
     if "-h" in argv or "--help" in argv:
+        has_recipes = any(field.name == "recipe" for types in dataclass_types for field in dataclasses.fields(types))
         parser = HfArgumentParser(
-            dataclass_types, prog=prog, description=f"{description or ''}\n\n{_CONFIG_HELP}".strip(),
+            dataclass_types, prog=prog,
+            description=f"{description or ''}\n\n{_CONFIG_HELP}{_recipes_help() if has_recipes else ''}".strip(),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         _negate_help(parser)
@@ -130,6 +134,38 @@ def parse_command_line(
     return parsed
 
 
+def _recipes_help() -> str:
+    """The recipes listed by `--help`, one line each."""
+    summaries = recipe_summaries()
+    width = max(len(name) for name in summaries)
+    lines = [f"  {name.ljust(width)}  {summary}" for name, summary in summaries.items()]
+    return (
+        f"\n\nRecipes (--recipe NAME, or `recipe: NAME` in the config; default {DEFAULT_RECIPE}; their files: "
+        "realm_hf/recipes/NAME.yaml):\n" + "\n".join(lines) + "\nA recipe < --config < the command line; "
+        "`--name null` (or `name: null`) sets an option back to its built-in default."
+    )
+
+
+_DECIDED_BY_ICT = ("retriever", "pooling", "projection_size", "share_towers")
+"""Model arguments that an ICT warm start's saved retriever decides (given with `--ict_warm_start`, refused)."""
+
+
+def _refuse_ignored_by_ict_warm_start(parsed: Sequence[Any]) -> None:
+    """Refuse `--retriever`, `--pooling`, `--projection_size` or `--no_share_towers` given with `--ict_warm_start`:
+    the ICT checkpoint's retriever is loaded as saved, so they would be ignored."""
+    settings = {field.name: (getattr(args, field.name), field.default) for args in parsed for field in dataclasses.fields(args)}
+    warm_start = settings.get("ict_warm_start", (None, None))[0]
+    if warm_start is None:
+        return
+    for name in _DECIDED_BY_ICT:
+        value, default = settings.get(name, (None, None))
+        if value != default:
+            raise UsageError(
+                f"--{name} {value} is ignored with --ict_warm_start {warm_start}: the ICT checkpoint's retriever is "
+                f"loaded as it was saved (set --{name} on `realm-hf ict` instead), so drop --{name}."
+            )
+
+
 def check_arguments(parsed: Sequence[Any]) -> None:
     r"""
     Check the given paths, models, index type and refresh schedule of parsed argument dataclasses before any work
@@ -139,6 +175,7 @@ def check_arguments(parsed: Sequence[Any]) -> None:
     Raises:
         [`UsageError`]: naming the option, its value and the fix.
     """
+    _refuse_ignored_by_ict_warm_start(parsed)
     random_init = any(getattr(arguments, "random_init", False) for arguments in parsed)
     given = []
     for arguments in parsed:

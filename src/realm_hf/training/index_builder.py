@@ -19,6 +19,7 @@ from ..index.sharded import build_shard
 from ..modeling import RealmRetriever
 from ..utils.files import reading_file
 from ..utils.precision import autocast_dtype
+from .arguments import refuse_ignored_refresh_settings
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,8 @@ def refresh_resources(
         time_share: `refresh_time_share` of a paced builder (None: `DEFAULT_TIME_SHARE`).
 
     Raises:
-        `ValueError`: for a device that is neither CPU nor CUDA, or CUDA asked for where there is none.
+        `ValueError`: for a device that is neither CPU nor CUDA, or CUDA asked for where there is none; a setting
+        the resolved mode ignores ([`refuse_ignored_refresh_settings`]).
     """
     trainer = torch.device(trainer_device)
     target = torch.device(device) if device else (trainer if trainer.type == "cuda" else torch.device("cpu"))
@@ -159,6 +161,7 @@ def refresh_resources(
     on_cpu = target.type == "cpu"
     cores = cores or os.cpu_count() or 1
     mode = mode or ("paced" if on_cpu else "process")  # values checked by PretrainingArguments
+    refuse_ignored_refresh_settings(mode, niceness, trainer_threads, time_share)
     return RefreshResources(
         device=str(target),
         num_threads=num_threads if num_threads is not None else 1,

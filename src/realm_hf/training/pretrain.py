@@ -25,6 +25,7 @@ from ..index import RealmIndex
 from ..evaluation.answer_match import CorpusAnswerFinder
 from ..modeling import RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
+from .index_builder import refresh_resources
 from .loop import TrainingLoop, as_examples, decay_parameter_groups
 from .models import load_models, pretraining_tokenizer_path
 from ..utils.precision import resolve_embed_dtype
@@ -72,35 +73,18 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
                 f"retriever_gate_utility={pretraining_args.retriever_gate_utility} measures reading against the null "
                 "document, but use_null_document=False. Keep the null document, or drop the gate."
             )
-        # settings under which nothing learns while the encoder is paused (a gate of 0 nats is a gate too)
-        idle_while_paused = {
-            "retriever_gate_utility": (pretraining_args.retriever_gate_utility is not None,
-                                       "keeps the retriever waiting until the encoder learns to read"),
-            "reading_replay_every": (pretraining_args.reading_replay_every > 0,
-                                     "idles the retriever at its reading steps, which only the encoder learns from"),
-        }
-        for name, (is_set, why) in idle_while_paused.items():
-            if pretraining_args.encoder_freeze_steps and is_set:
-                raise ValueError(
-                    f"encoder_freeze_steps={pretraining_args.encoder_freeze_steps} lets only the retriever learn, but "
-                    f"{name}={getattr(pretraining_args, name)} {why}. Drop one of the two."
-                )
-        frozen_until = pretraining_args.reading_warmup_steps + pretraining_args.encoder_freeze_steps
-        if pretraining_args.encoder_freeze_steps and frozen_until >= loop_args.max_steps:
-            logger.warning(
-                "encoder_freeze_steps=%d covers every step after the reading warm-up (%d of %d): the encoder learns "
-                "only in the warm-up. Lower --encoder_freeze_steps or raise --max_steps.",
-                pretraining_args.encoder_freeze_steps, loop_args.max_steps - pretraining_args.reading_warmup_steps,
-                loop_args.max_steps,
-            )
-        if pretraining_args.retriever_gate_window < 1:
-            raise ValueError(f"retriever_gate_window must be at least 1, got {pretraining_args.retriever_gate_window}.")
         accelerator = make_accelerator(
             loop_args,
             find_unused_parameters=pretraining_args.reading_warmup_steps > 0
-            or pretraining_args.reading_replay_every > 0
             or pretraining_args.retriever_gate_utility is not None,
         )
+        # before any work: a builder setting its mode would ignore is refused here
+        self.refresh_resources = refresh_resources(
+            accelerator.device, pretraining_args.refresh_device, pretraining_args.refresh_threads,
+            pretraining_args.refresh_niceness, pretraining_args.refresh_trainer_threads,
+            mode=pretraining_args.refresh_mode, time_share=pretraining_args.refresh_time_share,
+        )
+        logger.info("Recipe: %s", pretraining_args.recipe or "none (the settings given)")
         corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
         self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
         # the first step the retriever may learn (after the reading warm-up and retriever_freeze_steps)
@@ -161,7 +145,6 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             gate_utility=pretraining_args.retriever_gate_utility, gate_window=pretraining_args.retriever_gate_window,
             freeze_steps=pretraining_args.retriever_freeze_steps,
             reading_warmup_steps=pretraining_args.reading_warmup_steps,
-            reading_replay_every=pretraining_args.reading_replay_every,
             frozen_by=self._retriever_frozen_by(),
         )
         self._prepare_index(work)
@@ -178,9 +161,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         return None
 
     def parameter_groups(self, model: RealmPretrainingModel) -> list[dict]:
-        """The encoder's BERT, its MLM head (at `mlm_head_learning_rate` when given; both paused for
-        `encoder_freeze_steps` after the reading warm-up) and the retriever (from `retriever_start_step`, at
-        `retriever_learning_rate` when given)."""
+        """The encoder's BERT, its MLM head (at `mlm_head_learning_rate` when given) and the retriever (from
+        `retriever_start_step`, at `retriever_learning_rate` when given)."""
         weight_decay, args = self.args.weight_decay, self.pretraining_args
 
         def options(learning_rate: float | None, **extra) -> dict:
@@ -189,12 +171,9 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         def is_head(name: str) -> bool:
             return name.startswith("encoder.mlm_head.")
 
-        # the encoder and its head rest for encoder_freeze_steps after the reading warm-up
-        first = args.reading_warmup_steps
-        encoder = {"pause_steps": (first, first + args.encoder_freeze_steps)} if args.encoder_freeze_steps else {}
         return [
-            *decay_parameter_groups(model, weight_decay, lambda n: n.startswith("encoder.") and not is_head(n), **encoder),
-            *decay_parameter_groups(model, weight_decay, is_head, **options(args.mlm_head_learning_rate, **encoder)),
+            *decay_parameter_groups(model, weight_decay, lambda n: n.startswith("encoder.") and not is_head(n)),
+            *decay_parameter_groups(model, weight_decay, is_head, **options(args.mlm_head_learning_rate)),
             *decay_parameter_groups(
                 model, weight_decay, lambda n: n.startswith("retriever."),
                 # asked at every step: the utility gate decides the retriever's start during training
@@ -204,8 +183,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
 
     def retriever_learns(self, step: int) -> bool:
         """Whether the retriever learns at `step` (0-based: the step being taken). It does not during the reading
-        warm-up and `retriever_freeze_steps`, nor, with `retriever_gate_utility`, before the gate opens, nor at the
-        reading steps of `reading_replay_every`."""
+        warm-up and `retriever_freeze_steps`, nor, with `retriever_gate_utility`, before the gate opens."""
         started = self.retriever_start_step is not None and step >= self.retriever_start_step
         return started and not self.is_reading_step(step)
 
@@ -245,9 +223,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     def on_step_end(self, step: int) -> dict[str, float]:
         """Request a refresh when the schedule says so and swap in a finished index (the same on every rank)."""
         gate_logs = self._update_utility_gate(step)
-        self.retriever_learning.record_step(
-            step, self.retriever_learns(step - 1), replay=self.reading.is_replay_step(step - 1)
-        )
+        self.retriever_learning.record_step(step, self.retriever_learns(step - 1))
         diversity, self._step_diversity = self._step_diversity, []
         collapse = self.retriever_learning.observe_retrieval(step, sum(diversity) / len(diversity)) if diversity else None
         if collapse is not None and self.accelerator.is_main_process:

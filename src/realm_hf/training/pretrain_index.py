@@ -18,7 +18,7 @@ from ..index.atomic import atomic_directory
 from ..index.manifest import fingerprint_module
 from ..utils.files import read_json_file
 from ..utils.quiet import quiet_checkpoint_io
-from .index_builder import build_index_from_snapshot, refresh_resources
+from .index_builder import build_index_from_snapshot
 from .loop import CHECKPOINT_HINT, TRAINER_STATE, complete_checkpoints, resolve_checkpoint
 from ..utils.precision import autocast_dtype
 from .pretraining_data import blocks_checksum
@@ -91,11 +91,7 @@ class PretrainingIndexMixin:
             if self.index is not None:
                 # on disk like every refreshed index, so a checkpoint can name the index it trained with
                 self._own_index().save_pretrained(os.path.join(self.versions_root, "index-0"))
-            args = self.pretraining_args
-            resources = refresh_resources(
-                self.accelerator.device, args.refresh_device, args.refresh_threads, args.refresh_niceness,
-                args.refresh_trainer_threads, mode=args.refresh_mode, time_share=args.refresh_time_share,
-            )
+            args, resources = self.pretraining_args, self.refresh_resources  # resolved when the trainer was made
             logger.info("Index builder: %s", resources)
             self.refresher = IndexRefresher(
                 self.versions_root, build_index_from_snapshot,

@@ -257,8 +257,7 @@ def prepare_pretraining_data(
         num_articles = None if x_is_z else len(source)
         masked = mask_sentences(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger, source=source)
     reading = None
-    if not x_is_z and ReadingSchedule.reads(pretraining_args.reading_warmup_steps,
-                                            pretraining_args.reading_replay_every, pretraining_args.reading_loss_weight):
+    if not x_is_z and ReadingSchedule.reads(pretraining_args.reading_warmup_steps, pretraining_args.reading_loss_weight):
         # the reading steps read Z's own sentences (each with its source block), whatever X is
         reading = reading_sentences_of_z(tokenizer, blocks, corpus_args, pretraining_args, seed, tagger)
     elif pretraining_args.reading_sentences is not None:

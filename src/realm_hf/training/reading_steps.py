@@ -2,10 +2,10 @@
 
 A reading step gives each masked sentence the block it came from as its only candidate (no null document, no
 retrieval) and leaves the retriever idle: the encoder learns, or keeps, reading a block that holds the masked fact.
-The first `reading_warmup_steps` are reading steps (the warm-up); with `reading_replay_every` N, so is every N-th
-step after them (the replay: without it, REALM's first steps with a poor retriever teach the encoder to lean on the
-null document, and it forgets how to read, benchmarks/results/collapse.md). With `reading_loss_weight` every step after
-the warm-up also reads (a reading loss added to REALM's, the retriever learning): `reads_beside(step)`.
+The first `reading_warmup_steps` are reading steps (the warm-up). With `reading_loss_weight` every step after the
+warm-up also reads (a reading loss added to REALM's, the retriever learning: without it, REALM's first steps with a
+poor retriever teach the encoder to lean on the null document, and it forgets how to read,
+benchmarks/results/collapse.md): `reads_beside(step)`.
 
 With X = Z a reading step reads the step's own batch. With another pre-training corpus X's sentences have no block
 in Z, so the reading steps read sentences of Z instead, in a seeded order that depends on the step alone (a resumed
@@ -29,7 +29,6 @@ class ReadingSchedule:
 
     Args:
         warmup_steps (`int`): `reading_warmup_steps`.
-        replay_every (`int`): `reading_replay_every` (0: no replay; 1 is refused, the retriever would never learn).
         sentences_of_z (`datasets.Dataset`, *optional*): Masked sentences of Z with `source_block_id`, read at the
             reading steps when X is another corpus; None when X = Z (the step's own batch is read).
         seed (`int`, *optional*, defaults to 0): Seed of the order in which `sentences_of_z` are read.
@@ -48,14 +47,13 @@ class ReadingSchedule:
         max_steps (`int`, *optional*): The run's steps, needed with `loss_weight_final`.
 
     Raises:
-        `ValueError`: when `replay_every` is 1, `loss_batch_size` is given with X = Z but no `own_sentences`, or
+        `ValueError`: when `loss_batch_size` is given with X = Z but no `own_sentences`, or
             `loss_weight_final` without `max_steps`.
     """
 
     def __init__(
         self,
         warmup_steps: int,
-        replay_every: int,
         sentences_of_z: datasets.Dataset | None = None,
         seed: int = 0,
         num_processes: int = 1,
@@ -66,16 +64,11 @@ class ReadingSchedule:
         loss_weight_final: float | None = None,
         max_steps: int | None = None,
     ):
-        if replay_every == 1:
-            raise ValueError(
-                "reading_replay_every=1 makes every step a reading step, so the retriever never learns. Use 2 or more "
-                "(every N-th step reads), or 0 (no replay)."
-            )
         if loss_batch_size is not None and sentences_of_z is None and own_sentences is None:
             raise ValueError("X = Z with reading_loss_batch_size: pass the training sentences as own_sentences.")
         if loss_weight_final is not None and max_steps is None:
             raise ValueError("reading_loss_weight_final ramps the weight up to the last step: pass max_steps.")
-        self.warmup_steps, self.replay_every = warmup_steps, replay_every
+        self.warmup_steps = warmup_steps
         self.sentences_of_z = sentences_of_z
         self.loss_batch_size = loss_batch_size
         # what the reading loss reads in the seeded order: Z's sentences, or X's own when X = Z with a batch size
@@ -95,22 +88,22 @@ class ReadingSchedule:
         (None when X = Z), `own_sentences` X's training sentences (read by the reading loss when X = Z with
         `reading_loss_batch_size`)."""
         return cls(
-            pretraining_args.reading_warmup_steps, pretraining_args.reading_replay_every, sentences_of_z, seed,
+            pretraining_args.reading_warmup_steps, sentences_of_z, seed,
             num_processes, process_index, pretraining_args.reading_loss_weight,
             pretraining_args.reading_loss_batch_size, own_sentences,
             pretraining_args.reading_loss_weight_final, max_steps,
         )
 
     @staticmethod
-    def reads(warmup_steps: int, replay_every: int, loss_weight: float) -> bool:
-        """Whether a run with these settings reads sentences with their own block at all (a warm-up, a replay or a
-        reading loss): with another pre-training corpus it then needs sentences of Z."""
-        return warmup_steps > 0 or replay_every > 0 or loss_weight > 0
+    def reads(warmup_steps: int, loss_weight: float) -> bool:
+        """Whether a run with these settings reads sentences with their own block at all (a warm-up or a reading
+        loss): with another pre-training corpus it then needs sentences of Z."""
+        return warmup_steps > 0 or loss_weight > 0
 
     @property
     def any(self) -> bool:
         """Whether the run has reading steps or a reading loss at all."""
-        return self.reads(self.warmup_steps, self.replay_every, self.loss_weight)
+        return self.reads(self.warmup_steps, self.loss_weight)
 
     def reads_beside(self, step: int) -> bool:
         """Whether REALM's step `step` (0-based, not a reading step) also reads, for the reading loss."""
@@ -126,15 +119,8 @@ class ReadingSchedule:
         return self.loss_weight + (self.loss_weight_final - self.loss_weight) * fraction
 
     def is_reading_step(self, step: int) -> bool:
-        """Whether `step` (0-based) is a reading step: one of the warm-up, or every `replay_every`-th after it."""
-        if step < self.warmup_steps:
-            return True
-        return self.is_replay_step(step)
-
-    def is_replay_step(self, step: int) -> bool:
-        """Whether `step` (0-based) is a reading step after the warm-up."""
-        every = self.replay_every
-        return step >= self.warmup_steps and every > 0 and (step - self.warmup_steps) % every == every - 1
+        """Whether `step` (0-based) is a reading step: one of the warm-up."""
+        return step < self.warmup_steps
 
     def examples(self, step: int, batch: list[dict]) -> list[dict]:
         """What step `step` (0-based) reads, at a reading step or for the reading loss: its own `batch` when X = Z,
@@ -144,10 +130,7 @@ class ReadingSchedule:
         sized = self.loss_batch_size is not None and self.reads_beside(step)
         if self.sentences_of_z is None and not sized:
             return batch
-        if step < self.warmup_steps or self.loss_weight > 0:  # every step reads once
-            number = step
-        else:  # the replay steps after the warm-up, counted on from it
-            number = self.warmup_steps + (step - self.warmup_steps) // self.replay_every
+        number = step  # every step that reads reads once
         size = self.loss_batch_size if sized else len(batch)
         start = (number * self.num_processes + self.process_index) * size
         rows = self.order[np.arange(start, start + size) % len(self.order)]

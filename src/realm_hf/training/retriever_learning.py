@@ -68,8 +68,6 @@ class RetrieverLearningTracker:
             `retriever_freeze_steps`: the retriever is frozen during the first `freeze_steps` steps.
         reading_warmup_steps (`int`, *optional*, defaults to 0):
             `reading_warmup_steps`: the retriever is frozen during the reading warm-up.
-        reading_replay_every (`int`, *optional*, defaults to 0):
-            `reading_replay_every`: every N-th step after the warm-up reads the own block, the retriever idle.
         frozen_by (`str`, *optional*):
             The setting that keeps the retriever from ever learning: `"retriever_learning_rate=0"`,
             `"learning_rate=0"` or `"requires_grad=False"`; None when there is none.
@@ -81,19 +79,15 @@ class RetrieverLearningTracker:
         gate_window: int = 1,
         freeze_steps: int = 0,
         reading_warmup_steps: int = 0,
-        reading_replay_every: int = 0,
         frozen_by: str | None = None,
     ):
         self.gate_utility = gate_utility
         self.gate_window = gate_window
         self.freeze_steps = freeze_steps
         self.reading_warmup_steps = reading_warmup_steps
-        self.reading_replay_every = reading_replay_every
         self.frozen_by = frozen_by
         self.steps_learning = 0
         self.steps_total = 0
-        self.steps_replayed = 0  # reading steps of reading_replay_every, at which the retriever is idle by design
-        self.replaying = False  # the last recorded step was one
         self.gate_opened_at_step: int | None = None
         self.reason_frozen: str | None = None  # the knob that held the retriever at its last frozen step
         self.highest_utility: float | None = None  # highest gate mean over a full window
@@ -116,15 +110,9 @@ class RetrieverLearningTracker:
         """The gate opened after `step` steps: the retriever learns from step `step + 1`."""
         self.gate_opened_at_step = step
 
-    def record_step(self, step: int, learning: bool, replay: bool = False) -> None:
-        """Step `step` (1-based) was taken with the retriever learning (`learning`, by the schedule) or frozen, or was
-        a reading step of `reading_replay_every` (`replay`: the retriever idle at it by design, not held frozen)."""
+    def record_step(self, step: int, learning: bool) -> None:
+        """Step `step` (1-based) was taken with the retriever learning (`learning`, by the schedule) or frozen."""
         self.steps_total = step
-        self.replaying = replay
-        if replay:
-            self.learning = False
-            self.steps_replayed += 1
-            return
         self.learning = learning and self.frozen_by is None
         if self.learning:
             self.steps_learning += 1
@@ -176,8 +164,6 @@ class RetrieverLearningTracker:
         """One short line on the last recorded step, e.g. `"retriever: frozen (gate: utility 0.05 < 0.2)"`."""
         if self.learning:
             return "retriever: learning"
-        if self.replaying:
-            return f"retriever: idle (a reading step, reading_replay_every={self.reading_replay_every})"
         knob = self.reason_frozen
         if knob in ("reading_warmup_steps", "retriever_freeze_steps"):
             until = self.reading_warmup_steps if knob == "reading_warmup_steps" else self.freeze_steps
@@ -228,20 +214,11 @@ class RetrieverLearningTracker:
     def summary(self) -> tuple[int, str]:
         """The log level (WARNING when the retriever never learned, or in under `LOW_LEARNING_FRACTION` of the steps,
         or its retrieval collapsed) and the line that sums up the run."""
-        level, line = self._learning_summary()
+        level, line = self._schedule_summary()
         if self.collapsed_at_step is None:
             return level, line
         still = "and it still is" if self._collapsed() else f"and recovered to {self.diversity_end:.0%} distinct blocks"
         return logging.WARNING, f"{line} {self._collapse_line()} ({still}). {_COLLAPSE_FIX}"
-
-    def _learning_summary(self) -> tuple[int, str]:
-        level, line = self._schedule_summary()
-        if self.steps_replayed:
-            line += (
-                f" {self.steps_replayed} steps were reading steps (reading_replay_every={self.reading_replay_every}): "
-                "each sentence read its own block, the retriever idle."
-            )
-        return level, line
 
     def _schedule_summary(self) -> tuple[int, str]:
         total, learned = self.steps_total, self.steps_learning
@@ -278,7 +255,7 @@ class RetrieverLearningTracker:
             return self.reading_warmup_steps
         if self.gate_opened_at_step is not None:
             return self.gate_opened_at_step
-        return self.steps_total - self.steps_learning - self.steps_replayed  # frozen from the start, replays aside
+        return self.steps_total - self.steps_learning  # frozen from the start
 
     def _cause(self, knob: str) -> str:
         if knob == "retriever_gate_utility":
@@ -298,7 +275,6 @@ class RetrieverLearningTracker:
         return {
             "steps_learning": self.steps_learning,
             "steps_total": self.steps_total,
-            "steps_replayed": self.steps_replayed,
             "gate_opened_at_step": self.gate_opened_at_step,
             "reason_frozen": self.reason_frozen,
             "highest_gate_utility": self.highest_utility,
@@ -311,7 +287,6 @@ class RetrieverLearningTracker:
         """Continue the counts of a checkpoint's record (a resumed run counts on, it does not restart from 0)."""
         self.steps_learning = int(state.get("steps_learning", 0))
         self.steps_total = int(state.get("steps_total", 0))
-        self.steps_replayed = int(state.get("steps_replayed", 0))
         self.gate_opened_at_step = state.get("gate_opened_at_step")
         self.reason_frozen = state.get("reason_frozen")
         self.highest_utility = state.get("highest_gate_utility")
