@@ -20,7 +20,7 @@ from realm_hf.evaluation import (
     recall_at_k,
     resolve_index_directory,
 )
-from realm_hf.pipelines.index_loading import resolve_model_index
+from realm_hf.checkpoints.index_location import resolve_model_index
 
 
 @pytest.fixture(scope="module")

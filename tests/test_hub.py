@@ -43,7 +43,7 @@ from realm_hf.hub import (
 )
 from realm_hf.index import RealmIndex
 from realm_hf.index.storage import came_from_hub
-from realm_hf.pipelines.index_loading import load_index_for_model
+from realm_hf.checkpoints.index_location import load_index_for_model
 
 
 TINY = {
@@ -308,7 +308,7 @@ def test_an_index_repo_is_read_at_the_configs_index_revision(tmp_path, hub_cache
     model.config.index_repo_id, model.config.index_revision = INDEX_REPO, first
     assert load_index_for_model(None, model.config).num_blocks == 12
     model.config.index_revision = None
-    with caplog.at_level("WARNING", logger="realm_hf.pipelines.index_loading"):
+    with caplog.at_level("WARNING", logger="realm_hf.checkpoints.index_location"):
         assert load_index_for_model(None, model.config).num_blocks == 9  # whatever main holds now, with a warning
     assert "pins no index_revision" in caplog.text
 

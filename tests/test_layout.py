@@ -238,7 +238,9 @@ LAYERS = [
     {"modeling"},  # the models; knows nothing of faiss, the index or training
     {"corpus"},  # articles -> blocks, the block store
     {"data", "index"},  # examples and collators; the index knows models only through an "embed these batches" callable
-    {"retrieval", "hub"},  # retrieval from a saved model and its index; index bundles, cards and pairing on the Hub
+    {"hub"},  # index bundles, cards and pairing on the Hub
+    {"checkpoints"},  # a checkpoint's parts (encoder, retriever, tokenizer, index): folder, subfolder or Hub repo
+    {"retrieval"},  # retrieval from a saved model and its index
     {"pipelines"},  # open-domain QA and retrieval-augmented fill-mask
     {"registration"},  # the Auto classes and the pipeline tasks registered with transformers
     {"evaluation"},  # Open-QA evaluation and its metrics
@@ -257,6 +259,9 @@ JUSTIFIED_CLIMBS = {
 """Imports that climb, each lazy and justified in the importing module's docstring ("Why it imports ...")."""
 THIRD_PARTY_FORBIDDEN = {"modeling": {"faiss"}}
 """modeling knows nothing of faiss."""
+NOT_ABOVE = {"training": {"pipelines"}, "evaluation": {"pipelines"}, "convert": {"pipelines"}}
+"""Rooms a higher room may not import all the same: the pipelines are for users (and the applications); the trainers,
+the index builder, evaluation and `convert` find a checkpoint's parts in `realm_hf.checkpoints`, below them all."""
 
 
 def _room(module: str) -> str:
@@ -271,6 +276,24 @@ def _climbs(room: str, target: str) -> bool:
     if target in APPLICATIONS or target == PACKAGE:
         return True
     return LAYER[target] >= LAYER[room]
+
+
+def test_the_pipelines_serve_users_not_the_library():
+    """training, evaluation and convert find a checkpoint's parts in `realm_hf.checkpoints`, never through a pipeline
+    (the index builder, a training job, once loaded its snapshot through the fill-mask pipeline's model)."""
+    found = [
+        f"{module} -> {source}"
+        for module in MODULES
+        for source, _, _ in _imports(module)
+        if source.startswith(PACKAGE) and _room(source) in NOT_ABOVE.get(_room(module), ())
+    ]
+    assert found == []
+
+
+def test_checkpoint_parts_sit_below_training_and_pipelines():
+    assert LAYER["checkpoints"] < LAYER["pipelines"] < LAYER["training"]
+    assert LAYER["checkpoints"] > max(LAYER["modeling"], LAYER["index"], LAYER["hub"])
+    assert LAYER["checkpoints"] < LAYER["retrieval"]  # load_retriever finds a checkpoint's retriever there
 
 
 def test_the_layout_test_sees_climbs():

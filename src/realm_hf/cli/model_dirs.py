@@ -13,8 +13,11 @@ __all__ = ["check_open_qa_model_dir", "command_that_writes", "is_pretraining_out
 
 
 def is_pretraining_output(path: str) -> bool:
-    """Whether `path` is what a REALM pre-training run saves (`<output_dir>/final`: `retriever/` + `encoder/`)."""
-    return all(os.path.isfile(os.path.join(path, part, "config.json")) for part in ("retriever", "encoder"))
+    """Whether the local folder `path` is what a REALM pre-training run saves (`<output_dir>/final`: `retriever/` +
+    `encoder/`, no weights at its top level)."""
+    from ..checkpoints.folders import is_pretraining_checkpoint
+
+    return os.path.isdir(path) and is_pretraining_checkpoint(path)
 
 
 def command_that_writes(path: str) -> str | None:

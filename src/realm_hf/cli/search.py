@@ -41,9 +41,9 @@ def run(args: argparse.Namespace) -> None:
 
 def _model_around(index_dir: str) -> str | None:
     """The model folder an index sits in (`<model>/index`, as trainers and `realm-hf demo` write it), or None."""
-    parent = os.path.dirname(os.path.normpath(index_dir))
-    holds_model = any(os.path.isfile(os.path.join(parent, *sub, "config.json")) for sub in ((), ("retriever",)))
-    return (parent or ".") if holds_model else None
+    from ..checkpoints.folders import model_around_index
+
+    return model_around_index(index_dir)
 
 
 def check_query_tower_fits(query_dim: int, manifest, index_dir: str, model: str) -> None:

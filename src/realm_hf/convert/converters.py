@@ -354,6 +354,7 @@ def convert_checkpoint(
         The converted model (eval mode).
     """
     from ..index.atomic import atomic_directory
+    from ..checkpoints.index_location import DEFAULT_INDEX_FOLDER  # where a model's index is looked for first
     from .corpus import BLOCK_RECORDS_FILE, convert_corpus
 
     given_src = src_dir
@@ -397,7 +398,7 @@ def convert_checkpoint(
         converted = ["weights"]
         if with_corpus:
             index = convert_corpus(
-                src_dir, tmp / "index", index_type=index_type,
+                src_dir, tmp / DEFAULT_INDEX_FOLDER, index_type=index_type,
                 provenance={
                     "source": source_id or str(src_dir.resolve()),
                     "embedded_by": "the pre-trained REALM document embedder of the source (for google/realm-orqa-*: "

@@ -12,6 +12,7 @@ import datasets
 import numpy as np
 from datasets.fingerprint import Hasher
 
+from ..utils.cached_map import cached_map
 from ..utils.tokenizer_fingerprint import tokenizer_fingerprint
 from .articles import load_articles
 
@@ -173,21 +174,17 @@ def split_into_blocks(
     # the fingerprint of the blocks (and so of every dataset made from them) does not depend on where the tokenizer
     # was loaded from: a pre-training output and the BERT it started from share the cache
     key = Hasher.hash((articles._fingerprint, tokenizer_fingerprint(tokenizer), max_length, max_title_length))
-    cache_file_name = None
-    if cache_dir is not None:
-        os.makedirs(cache_dir, exist_ok=True)
-        cache_file_name = os.path.join(os.fspath(cache_dir), f"blocks-{key}.arrow")
     began = time.perf_counter()
-    blocks = articles.map(
+    blocks = cached_map(
+        articles,
         _split_batch,
-        batched=True,
+        cache_dir=cache_dir,
+        name=f"blocks-{key}.arrow",
+        fingerprint=key,
         batch_size=batch_size,
         num_proc=num_proc,
-        remove_columns=articles.column_names,
         features=BLOCK_FEATURES,
         fn_kwargs={"tokenizer": tokenizer, "max_length": max_length, "max_title_length": max_title_length},
-        cache_file_name=cache_file_name,
-        new_fingerprint=key,
         desc="Splitting articles into blocks",
     )
     # map keeps article order (shards are contiguous), so row numbers are deterministic block ids

@@ -18,6 +18,7 @@ import torch
 from datasets.fingerprint import Hasher
 
 from ..corpus.blocks import split_sentences
+from ..utils.cached_map import cached_map
 from ..utils.tokenizer_fingerprint import tokenizer_fingerprint
 from .collators import pad_sequences
 
@@ -165,18 +166,16 @@ def build_ict_dataset(
     fingerprint = Hasher.hash(
         (_ICT_VERSION, blocks._fingerprint, tokenizer_fingerprint(tokenizer), query_max_length, block_max_length, remove_probability, seed)
     )
-    cache_file_name = None
-    if cache_dir is not None:
-        os.makedirs(cache_dir, exist_ok=True)
-        cache_file_name = os.path.join(os.fspath(cache_dir), f"ict-{fingerprint}.arrow")
     began = time.perf_counter()
-    examples = blocks.map(
+    examples = cached_map(
+        blocks,
         _ict_batch,
+        cache_dir=cache_dir,
+        name=f"ict-{fingerprint}.arrow",
+        fingerprint=fingerprint,
         with_indices=True,
-        batched=True,
         batch_size=batch_size,
-        num_proc=num_proc if num_proc and num_proc > 1 else None,
-        remove_columns=blocks.column_names,
+        num_proc=num_proc,
         features=ICT_FEATURES,
         fn_kwargs={
             "tokenizer": tokenizer,
@@ -185,8 +184,6 @@ def build_ict_dataset(
             "remove_probability": remove_probability,
             "seed": seed,
         },
-        cache_file_name=cache_file_name,
-        new_fingerprint=fingerprint,
         desc="Building ICT examples",
     )
     skipped = len(blocks) - len(examples)

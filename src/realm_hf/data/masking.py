@@ -21,6 +21,7 @@ from datasets.fingerprint import Hasher
 from ..corpus.articles import load_articles
 from ..corpus.blocks import split_sentences
 from ..modeling.knowledge_encoder import IGNORE_INDEX
+from ..utils.cached_map import cache_file, cached_map
 from ..utils.quiet import without_datasets_bars
 from ..utils.tokenizer_fingerprint import tokenizer_fingerprint
 from .salient_spans import SalientSpanTagger, Span, Tagger, find_date_spans
@@ -318,25 +319,24 @@ def build_masked_dataset(
                 mask_probability,
             )
         )
-    cache_file_name = filter_cache_file_name = None
-    if cache_dir is not None:
-        if fingerprint is None:
-            logger.warning(
-                "The tagger %r cannot be hashed; the masked dataset is not cached (give it a `fingerprint`).", tagger
-            )
-        else:
-            os.makedirs(cache_dir, exist_ok=True)
-            cache_file_name = os.path.join(os.fspath(cache_dir), f"masked-{strategy}-{fingerprint}.arrow")
-            filter_cache_file_name = os.path.join(os.fspath(cache_dir), f"masked-{strategy}-{fingerprint}-kept.arrow")
+    filter_cache_file_name = None
+    if cache_dir is not None and fingerprint is None:
+        logger.warning(
+            "The tagger %r cannot be hashed; the masked dataset is not cached (give it a `fingerprint`).", tagger
+        )
+    elif fingerprint is not None:
+        filter_cache_file_name = cache_file(cache_dir, f"masked-{strategy}-{fingerprint}-kept.arrow")
 
     began = time.perf_counter()
-    units = dataset.map(
+    units = cached_map(
+        dataset,
         _mask_batch,
+        cache_dir=cache_dir,
+        name=f"masked-{strategy}-{fingerprint}.arrow",
+        fingerprint=fingerprint,
         with_indices=True,
-        batched=True,
         batch_size=batch_size,
-        num_proc=num_proc if num_proc and num_proc > 1 else None,
-        remove_columns=dataset.column_names,
+        num_proc=num_proc,
         features=MASKED_FEATURES,
         fn_kwargs={
             "tokenizer": tokenizer,
@@ -347,8 +347,6 @@ def build_masked_dataset(
             "seed": seed,
             "special_ids": list(tokenizer.all_special_ids),
         },
-        cache_file_name=cache_file_name,
-        new_fingerprint=fingerprint,
         desc=f"Masking sentences ({strategy})",
     )
     skipped = int(pc.sum(pc.equal(units.data.column("num_masked"), 0)).as_py() or 0)

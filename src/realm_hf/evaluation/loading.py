@@ -1,5 +1,5 @@
 """A saved `RealmForOpenQA` with its tokenizer and index, for evaluation: the index found by the one resolver that
-`pipeline(...)` uses too (`realm_hf.pipelines.index_loading`).
+`pipeline(...)` uses too (`realm_hf.checkpoints.index_location`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def resolve_index_directory(
     r"""
     The local index directory of a saved `RealmForOpenQA`, from `config.index_repo_id` (and `index_revision`).
 
-    The rules are those of the one index resolver, [`realm_hf.pipelines.index_loading.resolve_model_index`], which
+    The rules are those of the one index resolver, [`realm_hf.checkpoints.index_location.resolve_model_index`], which
     `pipeline(...)` uses too: `<model_dir>/index`, a folder inside the model directory, or a Hub dataset repo
     (downloaded, or read from the cache offline). An absolute path or one that leaves the model directory is refused;
     nothing is looked up in the working directory.
@@ -29,7 +29,7 @@ def resolve_index_directory(
         that was looked at, when there is no index.
     """
     from ..hub.download import resolve_index_dir
-    from ..pipelines.index_loading import resolve_model_index
+    from ..checkpoints.index_location import resolve_model_index
 
     location = resolve_model_index(model_dir, index_repo_id, index_revision)
     if location.directory is not None:
@@ -46,7 +46,7 @@ def load_open_qa(
 ) -> tuple[Any, Any, Any]:
     r"""
     A saved `RealmForOpenQA`, its tokenizer and its index (from `index_dir`, else the model's own, found by the index
-    resolver `pipeline(...)` uses, [`realm_hf.pipelines.index_loading.load_index_for_model`]). The index must match
+    resolver `pipeline(...)` uses, [`realm_hf.checkpoints.index_location.load_index_for_model`]). The index must match
     the retriever's embedding size and, with `check_fingerprint`, its document tower's weights or the
     `config.index_fingerprint` recorded at fine-tuning. `trust_index_file`: see [`RealmIndex.from_pretrained`].
     """
@@ -55,7 +55,7 @@ def load_open_qa(
     from ..index.manifest import fingerprint_module
     from ..registration import register_what_is_loaded
     from ..modeling import RealmForOpenQA
-    from ..pipelines.index_loading import load_index_for_model, model_revision
+    from ..checkpoints.index_location import load_index_for_model, model_revision
 
     model = RealmForOpenQA.from_pretrained(model_dir).eval()
     if device is not None:

@@ -39,7 +39,7 @@ from .storage import load_backend, read_index_files, write_index_files
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RealmIndex", "as_blocks", "fingerprint_module"]
+__all__ = ["RealmIndex", "as_blocks", "build_inputs", "fingerprint_module"]
 
 _EMBEDDING_DTYPES = {"float32": np.float32, "float16": np.float16}
 
@@ -145,10 +145,9 @@ class RealmIndex:
         """
         if embedding_dtype not in _EMBEDDING_DTYPES:
             raise ValueError(f"embedding_dtype must be 'float32' or 'float16', got {embedding_dtype!r}.")
-        blocks = as_blocks(blocks_or_articles, tokenizer, max_length=max_length, num_proc=num_proc)
+        blocks, pad_token_id = build_inputs(blocks_or_articles, tokenizer, max_length=max_length, num_proc=num_proc)
         if fingerprint is None:
             fingerprint = resolve_fingerprint(embed_fn_or_retriever)
-        pad_token_id = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0
         embeddings = embed_blocks(
             blocks, embed_fn_or_retriever, batch_size=batch_size, device=device, dtype=dtype, pad_token_id=pad_token_id
         )  # [N, D]
@@ -638,6 +637,15 @@ class RealmIndex:
         return push_index_to_hub(
             self, repo_id, revision=revision, private=private, commit_message=commit_message, token=token, **kwargs
         )
+
+
+def build_inputs(
+    source: Any, tokenizer: Any, max_length: int = 288, num_proc: int | None = None
+) -> tuple[datasets.Dataset, int]:
+    """What a build embeds: the blocks ([`as_blocks`]) and the pad id (the tokenizer's, else 0); for
+    [`RealmIndex.build`] and [`ShardedRealmIndex.build`]."""
+    pad_token_id = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0
+    return as_blocks(source, tokenizer, max_length=max_length, num_proc=num_proc), pad_token_id
 
 
 def as_blocks(source: Any, tokenizer: Any, max_length: int = 288, num_proc: int | None = None) -> datasets.Dataset:

@@ -19,7 +19,7 @@ from ..corpus.store import BlockStore
 from .embedding import collective_device, distributed_info, embed_blocks, resolve_fingerprint, shard_bounds
 from .exclusion import normalize_exclude
 from .manifest import IndexManifest
-from .mips import RealmIndex, as_blocks
+from .mips import RealmIndex, build_inputs
 from .storage import read_index_files
 
 
@@ -197,33 +197,18 @@ class ShardedRealmIndex:
 
     @classmethod
     def build(
-        cls,
-        blocks_or_articles: Any,
-        embed_fn_or_retriever: Any,
-        tokenizer: Any = None,
-        index_type: str = "Flat",
-        batch_size: int = 64,
-        device: str | torch.device | None = None,
-        dtype: torch.dtype | None = None,
-        fingerprint: str | None = None,
-        step: int | None = None,
-        search_params: dict[str, Any] | None = None,
-        max_length: int = 288,
+        cls, blocks_or_articles: Any, embed_fn_or_retriever: Any, tokenizer: Any = None, **options: Any
     ) -> ShardedRealmIndex:
         r"""
         Each rank embeds and indexes only its own contiguous shard (nothing is gathered). Arguments as
-        [`RealmIndex.build`]; every rank must pass the same corpus.
+        [`RealmIndex.build`] (`index_type`, `batch_size`, `device`, `dtype`, `fingerprint`, `step`, `search_params`,
+        `max_length`; a shard is stored in float32 and split in one process); every rank must pass the same corpus.
         """
-        blocks = as_blocks(blocks_or_articles, tokenizer, max_length=max_length)
+        blocks, pad_token_id = build_inputs(blocks_or_articles, tokenizer, max_length=options.pop("max_length", 288))
         if "block_id" not in blocks.column_names:
             blocks = blocks.add_column("block_id", np.arange(len(blocks), dtype=np.int64))
-        pad_token_id = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0
         rank, world_size = distributed_info()
-        local = build_shard(
-            blocks, embed_fn_or_retriever, rank, world_size, index_type=index_type, batch_size=batch_size,
-            device=device, dtype=dtype, pad_token_id=pad_token_id, fingerprint=fingerprint, step=step,
-            search_params=search_params,
-        )
+        local = build_shard(blocks, embed_fn_or_retriever, rank, world_size, pad_token_id=pad_token_id, **options)
         return cls(local, blocks, len(blocks))
 
     @property

@@ -49,7 +49,7 @@ class RealmPreTrainedModel(PreTrainedModel):
 
         The model records the Hub revision it was read from as `hub_revision` (the commit when transformers resolved
         the revision, as `AutoModel` and `pipeline` do; `None` for a local directory), so that the index folder of
-        the same repo is read at that revision too (`realm_hf.pipelines.index_loading`). A damaged file of a local
+        the same repo is read at that revision too (`realm_hf.checkpoints.index_location`). A damaged file of a local
         directory (a cut `model.safetensors`, a broken `config.json`) is named in an `UnreadableFileError`.
 
         Given a REALM pre-training checkpoint (`retriever/` + `encoder/`, a local directory or a Hub repo) and no

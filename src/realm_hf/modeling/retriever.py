@@ -132,47 +132,44 @@ class RealmRetriever(RealmPreTrainedModel):
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.query_embedder.bert.set_input_embeddings(value)
 
-    def embed_queries(
+    def embed(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        tower: str = "query",
     ) -> torch.Tensor:
         r"""
-        Embed queries `[CLS] x [SEP]`.
+        Embed token batches with one tower: queries `[CLS] x [SEP]` (`tower="query"`) or documents
+        `[CLS] title [SEP] body [SEP]` (`tower="document"`, what the index stores).
 
         Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, query_length)`): Query token ids.
-            attention_mask (`torch.LongTensor` of shape `(batch_size, query_length)`, *optional*): 1 for tokens.
-            token_type_ids (`torch.LongTensor` of shape `(batch_size, query_length)`, *optional*): Segment ids.
+            input_ids (`torch.LongTensor` of shape `(batch_size, length)`): Token ids.
+            attention_mask (`torch.LongTensor` of shape `(batch_size, length)`, *optional*): 1 for tokens.
+            token_type_ids (`torch.LongTensor` of shape `(batch_size, length)`, *optional*): Segment ids (documents: 0
+                title, 1 body).
+            tower (`str`, defaults to `"query"`): `"query"` or `"document"`.
 
         Returns:
             `torch.FloatTensor` of shape `(batch_size, embedding_size)`.
         """
+        towers = {"query": self.query_embedder, "document": self.document_embedder}
+        if tower not in towers:
+            raise ValueError(f"tower must be 'query' or 'document', got {tower!r}.")
         check_token_inputs("input_ids", input_ids, 2)
         check_same_shape("input_ids", input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return self.query_embedder(input_ids, attention_mask, token_type_ids)
+        return towers[tower](input_ids, attention_mask, token_type_ids)
 
-    def embed_documents(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        r"""
-        Embed documents `[CLS] title [SEP] body [SEP]` with the document tower (what the index stores).
+    def embed_queries(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                      token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Embed queries `[CLS] x [SEP]` with the query tower: `(batch_size, embedding_size)` (see [`embed`])."""
+        return self.embed(input_ids, attention_mask, token_type_ids, tower="query")
 
-        Args:
-            input_ids (`torch.LongTensor` of shape `(num_docs, block_length)`): Block token ids.
-            attention_mask (`torch.LongTensor` of shape `(num_docs, block_length)`, *optional*): 1 for tokens.
-            token_type_ids (`torch.LongTensor` of shape `(num_docs, block_length)`, *optional*): 0 title, 1 body.
-
-        Returns:
-            `torch.FloatTensor` of shape `(num_docs, embedding_size)`.
-        """
-        check_token_inputs("input_ids", input_ids, 2)
-        check_same_shape("input_ids", input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return self.document_embedder(input_ids, attention_mask, token_type_ids)
+    def embed_documents(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                        token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Embed documents `[CLS] title [SEP] body [SEP]` with the document tower (what the index stores):
+        `(num_docs, embedding_size)` (see [`embed`])."""
+        return self.embed(input_ids, attention_mask, token_type_ids, tower="document")
 
     def forward(
         self,

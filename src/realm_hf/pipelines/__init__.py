@@ -27,8 +27,10 @@ _lazy_getattr, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "fill_mask": ["FILL_MASK_TASK", "RealmFillMaskPipeline", "beam_search", "score_candidates"],
-        "index_loading": ["load_index_for_model", "resolve_model_dir"],
-        "masked_lm": ["RealmPretrainingEncoder", "RealmRetrievalAugmentedMaskedLM", "encoder_subfolder"],
+        # found in realm_hf.checkpoints (a key with a dot is relative to realm_hf), named here too as before that room
+        ".checkpoints.index_location": ["load_index_for_model", "resolve_model_dir"],
+        ".checkpoints.parts": ["encoder_subfolder"],
+        "masked_lm": ["RealmPretrainingEncoder", "RealmRetrievalAugmentedMaskedLM"],
         "open_qa": [
             "OPEN_QA_TASK",
             "OPEN_QA_TASK_ALIAS",

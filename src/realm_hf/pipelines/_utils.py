@@ -1,4 +1,4 @@
-"""Pieces shared by the REALM pipelines: input checks, tokenizer discovery, query encoding."""
+"""Pieces shared by the REALM pipelines: input checks, query encoding, the index of one call."""
 
 from __future__ import annotations
 
@@ -12,29 +12,6 @@ import torch
 from ..utils.messages import excerpt
 
 logger = logging.getLogger(__name__)
-
-_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
-
-
-def has_tokenizer_files(directory: str | os.PathLike | None) -> bool:
-    return directory is not None and any(
-        os.path.isfile(os.path.join(os.fspath(directory), name)) for name in _TOKENIZER_FILES
-    )
-
-
-def load_tokenizer_from(candidates: Sequence[str | os.PathLike | None], what: str) -> Any:
-    """The fast tokenizer saved in the first candidate directory that has one; a clear error otherwise."""
-    from transformers import AutoTokenizer
-
-    for directory in candidates:
-        if has_tokenizer_files(directory):
-            return AutoTokenizer.from_pretrained(os.fspath(directory), use_fast=True)
-    looked = ", ".join(os.fspath(c) for c in candidates if c) or "nowhere (the model was built in memory)"
-    raise ValueError(
-        f"No tokenizer for the {what}: pass `tokenizer=` (the fast BERT tokenizer the model was trained with). "
-        f"Looked for tokenizer files in: {looked}."
-    )
-
 
 def check_fast_tokenizer(tokenizer: Any, pipeline_name: str) -> None:
     if not getattr(tokenizer, "is_fast", False):
@@ -126,7 +103,7 @@ def block_embeddings(index: Any, block_ids: torch.Tensor) -> torch.Tensor | None
 def resolve_call_index(index: Any, default: Any, cache: dict[str, Any], **load_kwargs: Any) -> Any:
     """The index of one pipeline call: the pipeline's own (`index=None`), an index object (its dimension checked), or
     a path / repo id loaded once and kept in `cache`. `load_kwargs` go to [`load_index_for_model`]."""
-    from .index_loading import load_index_for_model
+    from ..checkpoints.index_location import load_index_for_model
 
     if index is None:
         return default

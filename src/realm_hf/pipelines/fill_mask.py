@@ -34,7 +34,7 @@ Loading: `pipeline("realm-fill-mask", model="<dir>")` with the pre-training outp
 retriever and the index are found next to the encoder, in `<dir>/retriever` and `<dir>/index`), or
 `RealmFillMaskPipeline.from_pretrained(<dir>)`, or `pipeline("realm-fill-mask", model="org/realm-cc-news")` for the
 checkpoint published by `realm-hf publish` (its `retriever/` read from the same repo, its index from the dataset repo
-its config names: see `realm_hf.pipelines.checkpoint_parts`), or with everything explicit:
+its config names: see `realm_hf.checkpoints.parts`), or with everything explicit:
 `pipeline("realm-fill-mask", model=encoder, tokenizer=tokenizer, retriever=retriever, index=index)`.
 `pipeline("fill-mask", model="<dir>")` gives transformers' own pipeline the same marginal, mask by mask.
 """
@@ -60,8 +60,8 @@ from ._utils import (
     encode_query,
     resolve_call_index,
 )
-from .checkpoint_parts import FILL_MASK_TASK, checkpoint_source, find_index, find_retriever, find_tokenizer
-from .index_loading import FINGERPRINT_OPT_OUT, check_index_fingerprint, index_source
+from ..checkpoints.index_location import FINGERPRINT_OPT_OUT, check_index_fingerprint, index_source
+from ..checkpoints.parts import FILL_MASK_TASK, checkpoint_source, find_index, find_retriever, find_tokenizer
 
 logger = logging.getLogger(__name__)
 

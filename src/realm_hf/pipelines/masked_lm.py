@@ -11,7 +11,8 @@ What `RealmPretrainer.save_model` writes (`<output_dir>/final`)::
 must have one. Then:
 
 - `"realm-fill-mask"` loads its model with [`RealmPretrainingEncoder`], which takes the weights from `encoder/` when
-  the path is a whole output directory ([`encoder_subfolder`]); the pipeline finds `retriever/` and `index/` next to it.
+  the path is a whole output directory (`realm_hf.checkpoints.encoder_subfolder`); the pipeline finds `retriever/`
+  and `index/` next to it (`realm_hf.checkpoints.load_pretraining_parts`).
 - `"fill-mask"` (transformers' own `FillMaskPipeline`) loads `AutoModelForMaskedLM`, for which realm_hf registers
   [`RealmRetrievalAugmentedMaskedLM`]: the encoder, the retriever and the index as one module whose `logits` at each
   `[MASK]` are the log marginal `log p(y_j | x) = log Σ_z p(z | x) p(y_j | z, x)` over the candidates of pre-training
@@ -29,27 +30,13 @@ import torch
 from transformers.modeling_outputs import MaskedLMOutput
 
 from ..configuration import RealmKnowledgeEncoderConfig
-from ..index.manifest import fingerprint_module
 from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from ..modeling.common import RealmPreTrainedModel
-from ..modeling.checkpoint_layout import pretraining_checkpoint_part
-from .checkpoint_parts import checkpoint_source, find_index, find_retriever, find_tokenizer
+from ..checkpoints.parts import load_encoder, load_pretraining_parts
 from .fill_mask import score_candidates
 
 
-__all__ = ["RealmPretrainingEncoder", "RealmRetrievalAugmentedMaskedLM", "encoder_subfolder"]
-
-
-def encoder_subfolder(path: str | os.PathLike, subfolder: str = "") -> str:
-    r"""
-    The subfolder that holds the encoder weights of `path`: `"encoder"` for a pre-training output directory (no
-    weights at its top level, an `encoder/config.json`), else `subfolder` unchanged (an encoder directory, a Hub repo
-    or an explicit `model_kwargs={"subfolder": ...}`).
-    """
-    path = os.fspath(path)
-    if subfolder or not os.path.isdir(path):
-        return subfolder
-    return "encoder" if pretraining_checkpoint_part(path, "encoder") else subfolder
+__all__ = ["RealmPretrainingEncoder", "RealmRetrievalAugmentedMaskedLM"]
 
 
 class RealmPretrainingEncoder:
@@ -62,9 +49,7 @@ class RealmPretrainingEncoder:
     def from_pretrained(
         pretrained_model_name_or_path: str | os.PathLike, *model_args: Any, **kwargs: Any
     ) -> RealmKnowledgeEncoder:
-        kwargs.pop("config", None)  # the top-level config.json is a copy; the encoder's own is read from its folder
-        kwargs["subfolder"] = encoder_subfolder(pretrained_model_name_or_path, kwargs.get("subfolder", ""))
-        return RealmKnowledgeEncoder.from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        return load_encoder(pretrained_model_name_or_path, *model_args, **kwargs)
 
 
 class RealmRetrievalAugmentedMaskedLM(RealmPreTrainedModel):
@@ -119,12 +104,11 @@ class RealmRetrievalAugmentedMaskedLM(RealmPreTrainedModel):
         num_blocks = kwargs.pop("num_blocks", None)
         check_fingerprint = kwargs.pop("check_fingerprint", True)
         trust_index_file = kwargs.pop("trust_index_file", False)
-        encoder = RealmPretrainingEncoder.from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        source = checkpoint_source(encoder)
-        retriever, retriever_dir = find_retriever(None, source)
-        expected = fingerprint_module(retriever.document_embedder) if check_fingerprint else None
-        index = find_index(None, source, retriever.config.embedding_size, expected, trust_index_file, encoder.config)
-        model = cls(encoder.config, encoder, retriever, index, find_tokenizer(source, retriever_dir), num_blocks)
+        parts = load_pretraining_parts(
+            pretrained_model_name_or_path, *model_args, check_fingerprint=check_fingerprint,
+            trust_index_file=trust_index_file, **kwargs,
+        )
+        model = cls(parts.encoder.config, parts.encoder, parts.retriever, parts.index, parts.tokenizer, num_blocks)
         return model.eval()
 
     def forward(

@@ -68,11 +68,11 @@ from ._utils import (
     check_positive_int,
     check_text,
     encode_query,
-    load_tokenizer_from,
     resolve_call_index,
 )
 from ..index.manifest import fingerprint_module
-from .index_loading import (
+from ..checkpoints.parts import load_tokenizer_from
+from ..checkpoints.index_location import (
     FINGERPRINT_OPT_OUT,
     check_index_fingerprint,
     index_source,

@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 import datasets
 import torch
-from transformers import AutoTokenizer
 
+from ..checkpoints.parts import CheckpointSource, find_retriever, load_tokenizer_from
 from ..index import RealmIndex
 from ..index.sharded import build_shard
-from ..modeling import RealmRetriever
 from ..utils.files import reading_file
 from ..utils.precision import autocast_dtype
 from .arguments import refuse_ignored_refresh_settings
@@ -56,12 +55,12 @@ def build_index_from_snapshot(
     target = torch.device(device or "cpu")
     if target.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"The index builder was given device {device!r} but CUDA is not available here; use 'cpu'.")
-    retriever = RealmRetriever.from_pretrained(retriever_dir)
+    retriever, _ = find_retriever(retriever_dir, CheckpointSource())
     retriever.document_embedder.load_state_dict(state_dict)
     retriever.to(target)
     with reading_file(blocks_dir):
         blocks = datasets.load_from_disk(blocks_dir)
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer = load_tokenizer_from([tokenizer_dir], "index builder's retriever")
     autocast = autocast_dtype(dtype)
     used = str(next(retriever.document_embedder.parameters()).device)
     logger.info("Embedding the corpus on %s with %d torch threads", used, torch.get_num_threads())

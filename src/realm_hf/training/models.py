@@ -12,7 +12,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from ..configuration import (
     RealmForOpenQAConfig, RealmKnowledgeEncoderConfig, RealmReaderConfig, RealmRetrieverConfig,
 )
-from ..modeling.checkpoint_layout import is_pretraining_checkpoint
+from ..checkpoints.folders import is_pretraining_checkpoint
 from ..modeling.initial_weights import resolve_bert_path
 from ..modeling import RealmForOpenQA, RealmKnowledgeEncoder, RealmReader, RealmRetriever
 from ..modeling.retriever import load_bert_weights

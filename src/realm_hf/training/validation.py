@@ -97,18 +97,16 @@ def check_model(
 def _check_model_dir(path: str, value: str, option: str, expected: str, index_option: str = "--index") -> None:
     """An existing directory must hold a config.json (flat, or a pre-training output's retriever/ and encoder/), and
     not be an index folder (which names the model it sits in, when it sits in one)."""
+    from ..checkpoints.folders import holds_model, model_around_index
     from ..index.manifest import MANIFEST_NAME
 
     if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
-        parent = os.path.dirname(os.path.normpath(value)) or "."
-        owner = parent if any(
-            os.path.isfile(os.path.join(parent, *parts, "config.json")) for parts in ((), ("retriever",))
-        ) else "MODEL"
+        owner = model_around_index(value) or "MODEL"
         raise UsageError(
             f"{option} {value!r} is an index folder ({MANIFEST_NAME}), not a model; pass the model it belongs to "
             f"({option} {owner}, {index_option} {value})."
         )
-    if any(os.path.isfile(os.path.join(path, *parts, "config.json")) for parts in ((), ("retriever",), ("encoder",))):
+    if holds_model(path):
         return
     final = os.path.join(value, "final")
     hint = f"did you mean {final}? " if os.path.isfile(os.path.join(final, "config.json")) or os.path.isdir(

@@ -1,68 +1,32 @@
-"""Asynchronous index refresh, the trainer's side: [`IndexRefresher`] (REALM's trainer / index-builder pair).
+"""The trainer's side of the asynchronous index refresh: [`IndexRefresher`], the state machine over the builds
+(running, pending, finished but not swapped in, recorded in a checkpoint) and its swaps between steps.
 
-Protocol: the trainer hands a snapshot of the document tower to a background builder (a `spawn`ed process by
-default, or a thread); the builder (`index.refresh_job`) re-embeds the corpus, writes the new index to a fresh
-directory `<root>/index-<step>` (atomically) and then points `<root>/LATEST` at it (atomically); between steps the
-trainer polls with [`IndexRefresher.maybe_swap`] and swaps the new index in. A crashed builder never touches the index
-in use: the trainer keeps it and a warning is logged; a builder killed by a signal (kill -9, the OOM killer) is
-restarted at once from the same snapshot (a bounded number of times), any other failure waits for the next request. A
-published index that does not load (damaged faiss file, checksum or fingerprint mismatch) is rejected with a warning
-and the old one kept. In thread mode the build can be paced (`time_share`): it then runs on the trainer's own thread (a
-greenlet), only between the trainer's steps, for a fixed share of the trainer's time (`index.pacing`), instead of
-competing with it for the cores. When to refresh: `index.refresh_schedule`.
-
-No pickle of tensors: the snapshot travels as a safetensors file, the builder as an import path string
-(`"package.module:function"`), its arguments as JSON.
-
-Why this module is long: it is one class, a state machine over the builds (running, pending, finished but not swapped
-in, recorded in a checkpoint) whose methods all keep the same invariants on that private state; the schedule and the
-builder's side live in modules of their own, and splitting the class would spread one protocol over several files.
+The pieces it drives live beside it: one build's record, files and worker (`builds`), the index versions on disk
+(`versions`), the trainer's threads while a build runs (`threads`) and the checks of its options (`options`); the
+builder's side is `index.refresh_job`, the pacing `index.pacing`, when to refresh `index.refresh_schedule`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import os
-import shutil
-import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-import torch.multiprocessing
-from safetensors.torch import save_file
 
-from ..utils.files import read_json_file
-from ..utils.permissions import honour_umask
-from .atomic import write_json_atomic
-from .manifest import DAMAGED_INDEX_HINT, fingerprint_state_dict
-from .mips import RealmIndex
-from .pacing import BuildCancelled, BuildPacer, cancellable_thread
-from .refresh_job import LATEST_NAME, builder_path, builder_process_main, run_build_job
-from .refresh_schedule import RefreshSchedule
+from ..mips import RealmIndex
+from ..refresh_job import LATEST_NAME, builder_path
+from ..refresh_schedule import RefreshSchedule
+from .builds import Build, discard_files, save_snapshot, snapshot_file, start_worker, stop_worker, take_snapshot
+from .options import check_refresh_options
+from .threads import TrainerThreads
+from .versions import clean_up, read_latest
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["IndexRefresher"]
-
-
-@dataclasses.dataclass
-class _Build:
-    step: int
-    snapshot_time: float
-    snapshot_path: str | None = None
-    state_dict: dict[str, torch.Tensor] | None = None
-    fingerprint: str | None = None  # of the snapshot: the index it yields must carry the same
-    started: float = 0.0
-    restarts: int = 0
-    worker: Any = None  # a spawned Process, a Thread, or the BuildPacer of a paced build
-    pacer: BuildPacer | None = None  # a paced build (time_share), run on the trainer's thread
-    cancelled: threading.Event | None = None  # set to stop a build thread at its next pause point
-    error: BaseException | None = None
 
 
 class IndexRefresher:
@@ -130,32 +94,12 @@ class IndexRefresher:
         time_share: float | None = None,
         max_staleness: int | None = None,
     ) -> None:
-        if max_staleness is not None and max_staleness < 0:
-            raise ValueError(f"max_staleness must be >= 0 steps (or None: never wait), got {max_staleness}.")
-        if mode not in ("process", "thread"):
-            raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}.")
-        if time_share is not None and mode != "thread":
-            raise ValueError(
-                f"time_share={time_share} paces a builder thread; it needs mode='thread', got mode={mode!r}."
-            )
-        if time_share is not None:
-            BuildPacer(time_share)  # validates the share
-        if on_busy not in ("pending", "skip"):
-            raise ValueError(f"on_busy must be 'pending' or 'skip', got {on_busy!r}.")
-        if keep_last < 1:
-            raise ValueError(f"keep_last must be >= 1, got {keep_last}.")
-        if max_restarts < 0:
-            raise ValueError(f"max_restarts must be >= 0, got {max_restarts}.")
-        for name, value in (("num_threads", num_threads), ("trainer_threads", trainer_threads)):
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1 (or None for torch's default), got {value}.")
-        if not 0 <= niceness <= 19:
-            raise ValueError(f"niceness must be in [0, 19] (an os.nice increment), got {niceness}.")
         self.builder_kwargs = dict(builder_kwargs or {})
-        try:
-            json.dumps(self.builder_kwargs)
-        except TypeError as err:
-            raise ValueError(f"builder_kwargs must be JSON-able (paths, numbers, strings): {err}") from err
+        check_refresh_options(
+            mode=mode, on_busy=on_busy, keep_last=keep_last, max_restarts=max_restarts, num_threads=num_threads,
+            trainer_threads=trainer_threads, niceness=niceness, time_share=time_share, max_staleness=max_staleness,
+            builder_kwargs=self.builder_kwargs,
+        )
         self.root = os.path.abspath(os.fspath(root))
         os.makedirs(os.path.join(self.root, "snapshots"), exist_ok=True)
         self.builder = builder_path(builder)
@@ -169,7 +113,7 @@ class IndexRefresher:
         self.num_threads = num_threads
         self.niceness = niceness
         self.trainer_threads = trainer_threads if mode == "process" else None
-        self._threads_before_build: int | None = None  # the trainer's torch threads, restored when idle
+        self._trainer_threads = TrainerThreads(self.trainer_threads)
         self.check_fingerprint = check_fingerprint
         self.max_restarts = max_restarts
         self.time_share = time_share
@@ -180,8 +124,8 @@ class IndexRefresher:
         self.index = index
         self.index_step = index.step if index is not None and index.step is not None else -1
         self.stats: list[dict[str, float | int]] = []
-        self._running: _Build | None = None
-        self._pending: _Build | None = None
+        self._running: Build | None = None
+        self._pending: Build | None = None
         self._ready: dict[str, Any] | None = None  # LATEST of the newest finished build not yet swapped in
 
     # ------------------------------------------------------------------------------------------- requests
@@ -235,25 +179,11 @@ class IndexRefresher:
             self.request_refresh(step, state_dict_fn())
         return self.maybe_swap(step)
 
-    def _snapshot(self, step: int, state_dict: Mapping[str, torch.Tensor]) -> _Build:
-        # clone: the trainer keeps updating its parameters, and safetensors refuses tensors that share memory
-        tensors = {
-            name: t.detach().to("cpu", copy=True).contiguous()
-            for name, t in state_dict.items()
-            if isinstance(t, torch.Tensor)
-        }
-        build = _Build(step=step, snapshot_time=time.time())
-        if self.check_fingerprint:
-            build.fingerprint = fingerprint_state_dict(tensors)
-        if self.mode == "thread":
-            build.state_dict = tensors
-        else:
-            build.snapshot_path = os.path.join(self.root, "snapshots", f"snapshot-{step}.safetensors")
-            save_file(tensors, build.snapshot_path)
-            honour_umask(build.snapshot_path)  # safetensors writes 0o600 whatever the umask
-        return build
+    def _snapshot(self, step: int, state_dict: Mapping[str, torch.Tensor]) -> Build:
+        return take_snapshot(self.root, step, state_dict, in_memory=self.mode == "thread",
+                             fingerprint=self.check_fingerprint)
 
-    def _start(self, build: _Build) -> None:
+    def _start(self, build: Build) -> None:
         job = {
             "root": self.root,
             "step": build.step,
@@ -264,58 +194,17 @@ class IndexRefresher:
             "num_threads": self.num_threads,
             "niceness": self.niceness if self.mode == "process" else 0,
         }
-        build.started = time.time()
-        if self.trainer_threads is not None and self._threads_before_build is None:
-            self._threads_before_build = torch.get_num_threads()
-            torch.set_num_threads(self.trainer_threads)
-            logger.info(
-                "Trainer torch threads %d -> %d while the index builds", self._threads_before_build,
-                self.trainer_threads,
-            )
-        if self.mode == "thread":
-
-            def target() -> None:
-                try:
-                    run_build_job(job, state_dict=build.state_dict)
-                except BuildCancelled:
-                    build.error = BuildCancelled("cancelled by close()")
-                except BaseException as err:  # reported by _poll, never raised into the trainer
-                    build.error = err
-                    logger.debug("Index builder traceback:\n%s", traceback.format_exc())
-
-            if self.time_share is not None:  # runs on this thread, inside _lend (see index.pacing)
-                build.pacer = build.worker = BuildPacer(self.time_share)
-                build.pacer.start(target)
-            else:
-                build.worker, build.cancelled = cancellable_thread(target, name=f"index-builder-{build.step}")
-                build.worker.start()
-        else:
-            job_path = os.path.join(self.root, "snapshots", f"job-{build.step}.json")
-            write_json_atomic(job_path, job)
-            context = torch.multiprocessing.get_context("spawn")
-            build.worker = context.Process(
-                target=builder_process_main,
-                args=(job_path, logging.getLogger().getEffectiveLevel(), logging.getLogger("realm_hf").level),
-                daemon=True,
-                name=f"index-builder-{build.step}",
-            )
-            build.worker.start()
+        self._trainer_threads.lower()
+        start_worker(build, job, self.mode, self.time_share)
         self._running = build
         logger.info("Started index build (%s) for snapshot step %d", self.mode, build.step)
 
-    def _discard(self, build: _Build) -> None:
-        if build.step in self.kept_snapshots and not os.path.isdir(os.path.join(self.root, f"index-{build.step}")):
-            return  # a checkpoint names this refresh as in flight: a resumed run restarts it from the snapshot
-        self.kept_snapshots.discard(build.step)
-        for path in (build.snapshot_path, os.path.join(self.root, "snapshots", f"job-{build.step}.json")):
-            if path and os.path.exists(path):
-                os.remove(path)
+    def _discard(self, build: Build) -> None:
+        discard_files(self.root, build, self.kept_snapshots)
 
     def _restore_trainer_threads(self) -> None:
-        if self._threads_before_build is not None and self._running is None:
-            torch.set_num_threads(self._threads_before_build)
-            logger.info("Trainer torch threads back to %d", self._threads_before_build)
-            self._threads_before_build = None
+        if self._running is None:
+            self._trainer_threads.restore()
 
     # ------------------------------------------------------------------------------------------- polling
     def _poll(self) -> None:
@@ -365,10 +254,7 @@ class IndexRefresher:
         self._restore_trainer_threads()
 
     def _read_latest(self) -> dict[str, Any] | None:
-        path = os.path.join(self.root, LATEST_NAME)
-        if not os.path.isfile(path):
-            return None
-        return read_json_file(path, DAMAGED_INDEX_HINT)
+        return read_latest(self.root)
 
     @property
     def builder_pid(self) -> int | None:
@@ -405,10 +291,9 @@ class IndexRefresher:
         for build in (self._running, self._pending):
             if build is None:
                 continue
-            path = os.path.join(self.root, "snapshots", f"snapshot-{build.step}.safetensors")
+            path = snapshot_file(self.root, build.step)
             if not os.path.exists(path) and build.state_dict is not None:
-                save_file(build.state_dict, path)  # thread mode keeps it in memory only
-                honour_umask(path)
+                save_snapshot(build.state_dict, path)  # thread mode keeps it in memory only
             self.kept_snapshots.add(build.step)
             records.append({"step": build.step, "fingerprint": build.fingerprint, "snapshot_time": build.snapshot_time})
         for record in records:
@@ -431,7 +316,7 @@ class IndexRefresher:
                 continue
             self.pin(step)
             name = f"index-{step}"
-            snapshot = os.path.join(self.root, "snapshots", f"snapshot-{step}.safetensors")
+            snapshot = snapshot_file(self.root, step)
             if os.path.isdir(os.path.join(self.root, name)):
                 latest = self._read_latest() or {}
                 self._ready = {
@@ -442,7 +327,7 @@ class IndexRefresher:
                 }
                 logger.info("Resuming the refresh of snapshot step %d: its index is on disk, swapped in next", step)
             elif os.path.isfile(snapshot):
-                build = _Build(step=step, snapshot_time=float(record["snapshot_time"]), snapshot_path=snapshot,
+                build = Build(step=step, snapshot_time=float(record["snapshot_time"]), snapshot_path=snapshot,
                                fingerprint=record.get("fingerprint"))
                 self.kept_snapshots.add(step)
                 if self._running is None:
@@ -595,33 +480,11 @@ class IndexRefresher:
             self._discard(self._pending)
             self._pending = None
         build = self._running
-        if build is not None and self.mode == "process" and build.worker.is_alive():
-            build.worker.terminate()
-            build.worker.join()
-            logger.info("Terminated the index build of step %d", build.step)
-            self._discard(build)
-            self._running = None
-        elif build is not None and build.pacer is not None:
-            build.pacer.cancel()
-            build.worker.join()
-            logger.info("Cancelled the paced index build of step %d", build.step)
-            self._discard(build)
-            self._running = None
-        elif build is not None and build.cancelled is not None:  # a build thread: stop it, never leave it running
-            build.cancelled.set()
-            build.worker.join()
-            logger.info("Cancelled the index build of step %d", build.step)
+        if build is not None and stop_worker(build, self.mode):
             self._discard(build)
             self._running = None
         self._restore_trainer_threads()
 
     def _cleanup(self) -> None:
         """Delete old `index-<step>` directories beyond `keep_last` (never the one in use nor a pinned one)."""
-        steps = sorted(
-            int(name.split("-", 1)[1])
-            for name in os.listdir(self.root)
-            if name.startswith("index-") and name.split("-", 1)[1].isdigit()
-        )
-        for old in steps[: -self.keep_last]:
-            if old != self.index_step and old not in self.pinned:
-                shutil.rmtree(os.path.join(self.root, f"index-{old}"), ignore_errors=True)
+        clean_up(self.root, self.keep_last, self.index_step, self.pinned)

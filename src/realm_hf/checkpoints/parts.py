@@ -1,5 +1,7 @@
-"""The retriever, tokenizer and index that go with a knowledge-augmented encoder, found where a REALM pre-training
-checkpoint keeps them: next to the encoder in a local directory, or in the Hub repo it was read from.
+"""Finding the parts of a REALM checkpoint: the encoder, the retriever, the tokenizer and the corpus index, in a local
+folder, a subfolder of it or a Hub repo. The one module that the pipelines, the index builder, the CLI and `convert`
+ask; the layout itself (folder names, which folder a model class reads) is `realm_hf.modeling.checkpoint_layout`, and
+how a model names its index is [`realm_hf.checkpoints.index_location`].
 
 A local pre-training output (`<output_dir>/final`)::
 
@@ -11,20 +13,21 @@ The same checkpoint published by `realm-hf publish` (a Hub model repo, its index
     org/realm-cc-news-index     the index bundle, named with its commit in encoder/config.json and retriever/config.json
                                 (`index_repo_id`, `index_revision`)
 
-Used by the `"realm-fill-mask"` pipeline and by `RealmRetrievalAugmentedMaskedLM` (`"fill-mask"`).
+[`load_pretraining_parts`] reads all four (what `pipeline("fill-mask")` and `pipeline("realm-fill-mask")` load);
+[`find_retriever`], [`find_index`] and [`find_tokenizer`] one each.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from typing import Any
 
-from ..index.manifest import MANIFEST_NAME
-from ..modeling import RealmRetriever
-from ..modeling.checkpoint_layout import pretraining_checkpoint_part
-from ._utils import load_tokenizer_from
-from .index_loading import (
+from ..index.manifest import MANIFEST_NAME, fingerprint_module
+from ..modeling import RealmKnowledgeEncoder, RealmRetriever
+from .folders import has_tokenizer_files, pretraining_checkpoint_part
+from .index_location import (
     DEFAULT_INDEX_FOLDER,
     FINGERPRINT_OPT_OUT,
     check_index_fingerprint,
@@ -32,9 +35,56 @@ from .index_loading import (
     load_index_for_model,
 )
 
-__all__ = ["CheckpointSource", "checkpoint_source", "find_index", "find_retriever", "find_tokenizer"]
+__all__ = [
+    "FILL_MASK_TASK",
+    "CheckpointSource",
+    "PretrainingParts",
+    "checkpoint_source",
+    "encoder_subfolder",
+    "find_index",
+    "find_retriever",
+    "find_tokenizer",
+    "load_encoder",
+    "load_pretraining_parts",
+    "load_tokenizer_from",
+]
 
 FILL_MASK_TASK = "realm-fill-mask"
+"""The task that reads a pre-training checkpoint whole (named in the messages of a missing part)."""
+
+def load_tokenizer_from(candidates: Sequence[str | os.PathLike | None], what: str) -> Any:
+    """The fast tokenizer saved in the first candidate directory that has one; a clear error otherwise."""
+    from transformers import AutoTokenizer
+
+    for directory in candidates:
+        if has_tokenizer_files(directory):
+            return AutoTokenizer.from_pretrained(os.fspath(directory), use_fast=True)
+    looked = ", ".join(os.fspath(c) for c in candidates if c) or "nowhere (the model was built in memory)"
+    raise ValueError(
+        f"No tokenizer for the {what}: pass `tokenizer=` (the fast BERT tokenizer the model was trained with). "
+        f"Looked for tokenizer files in: {looked}."
+    )
+
+
+def encoder_subfolder(path: str | os.PathLike, subfolder: str = "") -> str:
+    r"""
+    The subfolder that holds the encoder weights of `path`: `"encoder"` for a pre-training output directory (no
+    weights at its top level, an `encoder/config.json`), else `subfolder` unchanged (an encoder directory, a Hub repo
+    or an explicit `model_kwargs={"subfolder": ...}`).
+    """
+    path = os.fspath(path)
+    if subfolder or not os.path.isdir(path):
+        return subfolder
+    return "encoder" if pretraining_checkpoint_part(path, "encoder") else subfolder
+
+
+def load_encoder(pretrained_model_name_or_path: str | os.PathLike, *model_args: Any, **kwargs: Any) -> RealmKnowledgeEncoder:
+    """The [`RealmKnowledgeEncoder`] of a pre-training output directory (from `encoder/`), of an encoder directory, or
+    of a Hub repo; `kwargs` go to its `from_pretrained` (a `config` is dropped: the top-level `config.json` of a
+    pre-training output is a copy, the encoder's own is read from its folder)."""
+    kwargs.pop("config", None)
+    kwargs["subfolder"] = encoder_subfolder(pretrained_model_name_or_path, kwargs.get("subfolder", ""))
+    return RealmKnowledgeEncoder.from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,3 +191,48 @@ def find_tokenizer(source: CheckpointSource, retriever_dir: str | None) -> Any:
     return load_tokenizer_from(
         [*source.dirs[:1], retriever_dir, *(os.path.join(d, "encoder") for d in source.dirs[1:])], "REALM encoder"
     )
+
+
+@dataclasses.dataclass
+class PretrainingParts:
+    r"""
+    The parts of a REALM pre-training checkpoint, loaded.
+
+    Args:
+        encoder ([`RealmKnowledgeEncoder`]), retriever ([`RealmRetriever`]), index ([`RealmIndex`]), tokenizer
+            (`PreTrainedTokenizerFast`): The checkpoint's parts.
+        source ([`CheckpointSource`]): Where they were found.
+    """
+
+    encoder: RealmKnowledgeEncoder
+    retriever: RealmRetriever
+    index: Any
+    tokenizer: Any
+    source: CheckpointSource
+
+
+def load_pretraining_parts(
+    pretrained_model_name_or_path: str | os.PathLike,
+    *model_args: Any,
+    check_fingerprint: bool = True,
+    trust_index_file: bool = False,
+    **kwargs: Any,
+) -> PretrainingParts:
+    r"""
+    Load a pre-training output directory (or its `encoder/`, or a Hub repo): the encoder, and the retriever, index and
+    tokenizer found next to it (`retriever/`, `index/` in the directory or its parent, or the Hub repo's).
+
+    Args:
+        pretrained_model_name_or_path (`str` or `os.PathLike`): The directory or Hub repo id.
+        check_fingerprint (`bool`, defaults to `True`): Refuse an index whose manifest names other document-tower
+            weights than the retriever's.
+        trust_index_file (`bool`, defaults to `False`): Read the faiss file of an index that this user's realm_hf did
+            not write (see [`load_index_for_model`]).
+        model_args, kwargs: Passed to the encoder's `from_pretrained` (`dtype`, `subfolder`, ...).
+    """
+    encoder = load_encoder(pretrained_model_name_or_path, *model_args, **kwargs)
+    source = checkpoint_source(encoder)
+    retriever, retriever_dir = find_retriever(None, source)
+    expected = fingerprint_module(retriever.document_embedder) if check_fingerprint else None
+    index = find_index(None, source, retriever.config.embedding_size, expected, trust_index_file, encoder.config)
+    return PretrainingParts(encoder, retriever, index, find_tokenizer(source, retriever_dir), source)
