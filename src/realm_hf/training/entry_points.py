@@ -311,7 +311,22 @@ def main_finetune(argv: Sequence[str] | None = None, prog: str | None = None) ->
         (LoopArguments, ModelArguments, CorpusArguments, OpenQaArguments), argv, prog,
         "Open-QA fine-tuning of RealmForOpenQA: query tower and reader trained, index fixed (REALM section 3.4).",
     )
-    return OpenQaTrainer(loop, model, corpus, openqa).train()
+    return OpenQaTrainer(loop, model, corpus, openqa, corpus_given=_is_given(argv, "corpus")).train()
+
+
+def _is_given(argv: Sequence[str] | None, name: str) -> bool:
+    """Whether `--name` is on the command line `argv` (default: `sys.argv[1:]`) or a key of its `--config` file
+    (read after `parse_command_line` checked it)."""
+    from ..utils.files import read_yaml_file
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--") else [arg])]
+    if f"--{name}" in argv:
+        return True
+    if "--config" in argv:
+        values = read_yaml_file(argv[argv.index("--config") + 1]) or {}
+        return values.get(name) is not None
+    return False
 
 
 def main_evaluate(argv: Sequence[str] | None = None, prog: str | None = None) -> dict[str, float]:
