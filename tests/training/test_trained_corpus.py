@@ -119,3 +119,13 @@ def test_the_record_names_a_corpus_outside_the_working_directory_by_its_file_nam
     assert corpus_hint("/elsewhere/b.jsonl,embedded") == "b.jsonl,embedded"
     assert recorded_corpus_path(corpus_record("embedded", 6, 9)) == "embedded"
     assert recorded_corpus_path(corpus_record("missing.jsonl", None, 9)) is None
+
+
+def test_evaluate_names_the_corpus_of_the_index(pretrained, monkeypatch, caplog):
+    monkeypatch.chdir(pretrained)
+    if not (pretrained / "qa-own-index" / "final").is_dir():
+        assert _finetune(pretrained, "qa-own-index", monkeypatch=monkeypatch) == 0
+    with caplog.at_level(logging.INFO, logger="realm_hf"):
+        assert main(["evaluate", "--model", "qa-own-index/final", "--qa_file", "qa.jsonl", "--max_questions", "2"]) == 0
+    assert f"qa-own-index/final answers from its index over the corpus 'articles.jsonl' ({len(ARTICLES)} blocks, its " \
+        "first 60 articles)" in [r.getMessage() for r in caplog.records]

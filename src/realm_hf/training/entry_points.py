@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -364,6 +365,11 @@ def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
         args.model, args.index_dir, check_fingerprint=args.check_fingerprint, device=device,
         trust_index_file=args.trust_index_file,
     )
+    record = model.retriever.config.corpus
+    if record is not None and args.index_dir is None:
+        from .trained_corpus import describe_corpus
+
+        logging.getLogger(__name__).info("%s answers from its index over the corpus %s", args.model, describe_corpus(record))
     limit = None if args.max_questions is None else args.skip_questions + args.max_questions
     examples = load_qa_examples(args.qa_file, max_questions=limit)[args.skip_questions :]
     metrics, _ = evaluate_open_qa(
