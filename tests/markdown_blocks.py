@@ -30,6 +30,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCS = sorted((REPO / "docs").glob("*.md"))
+RUN_ALONE = ("own-text.md",)
+"""Pages whose shell and python blocks build on each other in their own folder: their own test runs them in order
+(tests/test_docs_own_text.py), not the shared runners of tests/test_docs.py and tests/test_docs_shell.py."""
 
 HUB_MODEL_REPO = "org/realm-openqa"
 HUB_INDEX_REPO = "org/realm-openqa-index"

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from markdown_blocks import DOCS, README, REPO, block_params, docs_workdir, run_block  # noqa: F401 (a fixture)
+from markdown_blocks import DOCS, README, REPO, RUN_ALONE, block_params, docs_workdir, run_block  # noqa: F401 (a fixture)
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
-BLOCKS = block_params(DOCS)
+BLOCKS = block_params([page for page in DOCS if page.name not in RUN_ALONE])
 PAGES = [README, *DOCS]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", flags=re.MULTILINE | re.DOTALL)

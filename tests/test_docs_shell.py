@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from markdown_blocks import DOCS, README, REPO, docs_workdir, enter_workdir  # noqa: F401 (a fixture)
+from markdown_blocks import DOCS, README, REPO, RUN_ALONE, docs_workdir, enter_workdir  # noqa: F401 (a fixture)
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
 MARKS = ("long", "needs-gpu", "needs-data")
@@ -76,7 +76,7 @@ def shell_commands(page: Path) -> list[tuple[int, str, set[str]]]:
 PAGES = [README, *DOCS]
 COMMANDS = [
     pytest.param(page, line, command, marks, id=f"{page.relative_to(REPO).as_posix()}:{line}")
-    for page in PAGES for line, command, marks in shell_commands(page)
+    for page in PAGES if page.name not in RUN_ALONE for line, command, marks in shell_commands(page)
 ]
 
 

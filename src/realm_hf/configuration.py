@@ -122,6 +122,12 @@ class RealmRetrieverConfig(_NoLocalPaths, PreTrainedConfig):
             Run BERT over the candidate blocks of a batch in this many length buckets, each padded only to its own longest row (see
             [`realm_hf.modeling.common.run_bert`]): the same outputs to float rounding with less work on padding.
             1 runs them as one padded batch.
+        corpus (`dict`, *optional*):
+            The corpus this retriever was trained on and its index built over, recorded by pre-training and
+            fine-tuning (`realm_hf.training.trained_corpus`): `name` (a path relative to the working directory of the
+            run, a file name, or `"embedded"`; never a machine's absolute path), `max_articles` and `blocks`. A
+            fine-tuning started from this model without `--corpus` takes that corpus, or refuses when it is gone.
+            None: unknown (a BERT start, a converted checkpoint).
 
     Example:
 
@@ -146,6 +152,7 @@ class RealmRetrieverConfig(_NoLocalPaths, PreTrainedConfig):
     block_max_length: int = 288
     null_document_score: Literal["learned", "embedding"] = "learned"
     length_buckets: int = 1
+    corpus: dict | None = None
 
     def validate_realm_retriever(self):
         """Part of `@strict` validation: REALM-specific values."""

@@ -283,3 +283,18 @@ def test_an_index_of_other_weights_is_refused_unless_check_fingerprint_is_off(fi
     plain = pipeline("fill-mask", model=str(mixed), model_kwargs={"check_fingerprint": False})
     assert plain.model.index.fingerprint == RealmIndex.from_pretrained(other_index).fingerprint
     assert len(plain(TEXT, top_k=2)) == 2
+
+
+def test_a_continuation_piece_never_fills_a_word_on_its_own(pretraining_dir):
+    fill = RealmFillMaskPipeline.from_pretrained(pretraining_dir)
+    piece = fill.tokenizer.convert_tokens_to_ids("##gar")
+    with torch.no_grad():  # the head now prefers "##gar" everywhere, by far
+        fill.model.mlm_head.predictions.bias[piece] += 100.0
+    single = fill(TEXT, top_k=5)
+    assert piece not in [r["token"] for r in single]
+    assert not any(r["token_str"].startswith("##") for r in single)
+    assert sum(r["score"] for r in single) <= 1.0 + 1e-6  # p(y | x) over the whole vocabulary, not renormalized
+    # one [MASK] per wordpiece: a later mask of a run may continue the word
+    span = fill(SPAN_TEXT, top_k=3)
+    assert all(r["token"][0] != piece for r in span)
+    assert span[0]["token"][1] == piece

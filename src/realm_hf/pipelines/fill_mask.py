@@ -29,6 +29,11 @@ predictions are decoded by a beam search over the positions, left to right, each
 marginal of its prefix `Σ_z p(z | x) Π_{i<=j} p(y_i | z, x)` (beam width `max(top_k, beam_size)`); the returned
 scores are the exact marginals of the whole span, the search is approximate (width 1 is greedy decoding).
 
+Answers are whole words: the first `[MASK]` of each run of consecutive masks never takes a continuation wordpiece
+(`##gar`), so one `[MASK]` is filled with a whole word of the vocabulary. A word the tokenizer splits into several
+wordpieces (`tokenizer.tokenize("Larkspur")` -> `['lark', '##sp', '##ur']`) takes one `[MASK]` per wordpiece, the
+later ones free to continue it. The scores stay `p(y | x)` over the whole vocabulary (not renormalized).
+
 Loading: `pipeline("realm-fill-mask", model="<dir>")` with the pre-training output directory as saved (its top-level
 `config.json`, see `realm_hf.pipelines.masked_lm`), or `pipeline("realm-fill-mask", model="<dir>/encoder")` (the
 retriever and the index are found next to the encoder, in `<dir>/retriever` and `<dir>/index`), or
@@ -178,6 +183,13 @@ class RealmFillMaskPipeline(Pipeline):
             forward_params["index"] = postprocess_params["index"] = index
         return {}, forward_params, postprocess_params
 
+    def _continuation_ids(self) -> torch.Tensor:
+        """Ids of the vocabulary's continuation wordpieces (`##...`), which never start a filled word."""
+        if getattr(self, "_continuations", None) is None:
+            ids = sorted(i for token, i in self.tokenizer.get_vocab().items() if token.startswith("##"))
+            self._continuations = torch.tensor(ids, dtype=torch.long)
+        return self._continuations
+
     def _resolve_index(self, index: Any) -> Any:
         resolved = resolve_call_index(
             index, self.index, self._call_indexes, expected_dim=self.retriever.config.embedding_size,
@@ -241,11 +253,18 @@ class RealmFillMaskPipeline(Pipeline):
         block_ids = model_outputs["candidate_block_ids"][0].tolist()  # [K]
         null_index = 0
 
+        # a run of masks starts a word: no continuation piece there (later masks may continue it)
+        query = model_outputs["input_ids"][0].tolist()
+        starts = [j for j, position in enumerate(mask_positions.tolist())
+                  if position == 0 or query[position - 1] != self.tokenizer.mask_token_id]
+        log_probs = log_probs.clone()
+        continuations = self._continuation_ids()
+        continuations = continuations[continuations < log_probs.shape[-1]]
+        log_probs[:, torch.tensor(starts, dtype=torch.long)[:, None], continuations[None, :]] = float("-inf")
         hypotheses = beam_search(log_prior, log_probs, top_k=top_k, beam_size=max(top_k, beam_size or top_k))
 
         retrieved = [j for j, block_id in enumerate(block_ids) if j != null_index and block_id >= 0]
         titles = index.get_blocks([block_ids[j] for j in retrieved], columns=["title"])["title"] if retrieved else []
-        query = model_outputs["input_ids"][0].tolist()
         results = []
         for tokens, log_joint in hypotheses:
             log_marginal = torch.logsumexp(log_joint, dim=0)

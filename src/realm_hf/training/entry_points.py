@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -348,7 +349,22 @@ def main_finetune(argv: Sequence[str] | None = None, prog: str | None = None) ->
         (LoopArguments, ModelArguments, CorpusArguments, OpenQaArguments), argv, prog,
         "Open-QA fine-tuning of RealmForOpenQA: query tower and reader trained, index fixed (REALM section 3.4).",
     )
-    return OpenQaTrainer(loop, model, corpus, openqa).train()
+    return OpenQaTrainer(loop, model, corpus, openqa, corpus_given=_is_given(argv, "corpus")).train()
+
+
+def _is_given(argv: Sequence[str] | None, name: str) -> bool:
+    """Whether `--name` is on the command line `argv` (default: `sys.argv[1:]`) or a key of its `--config` file
+    (read after `parse_command_line` checked it)."""
+    from ..utils.files import read_yaml_file
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--") else [arg])]
+    if f"--{name}" in argv:
+        return True
+    if "--config" in argv:
+        values = read_yaml_file(argv[argv.index("--config") + 1]) or {}
+        return values.get(name) is not None
+    return False
 
 
 def main_evaluate(argv: Sequence[str] | None = None, prog: str | None = None) -> dict[str, float]:
@@ -386,6 +402,11 @@ def run_evaluation(args: OpenQaEvaluationArguments) -> dict[str, float]:
         args.model, args.index_dir, check_fingerprint=args.check_fingerprint, device=device,
         trust_index_file=args.trust_index_file,
     )
+    record = model.retriever.config.corpus
+    if record is not None and args.index_dir is None:
+        from .trained_corpus import describe_corpus
+
+        logging.getLogger(__name__).info("%s answers from its index over the corpus %s", args.model, describe_corpus(record))
     limit = None if args.max_questions is None else args.skip_questions + args.max_questions
     examples = load_qa_examples(args.qa_file, max_questions=limit)[args.skip_questions :]
     metrics, _ = evaluate_open_qa(

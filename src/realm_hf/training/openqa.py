@@ -33,6 +33,7 @@ from .models import (
     untie_retriever_towers,
 )
 from ..utils.precision import autocast_dtype, resolve_embed_dtype
+from .trained_corpus import corpus_record, describe_corpus, recorded_corpus_path, refuse_missing_corpus
 from .zero3 import whole_copy
 
 logger = logging.getLogger(__name__)
@@ -77,6 +78,13 @@ class OpenQaTrainer(TrainingLoop):
     otherwise built over `corpus_args.corpus` with the model's document tower and saved there. An index built by other
     weights is refused (`check_index_fingerprint`).
 
+    Without a corpus given (`corpus_given`), a start that records the corpus it was trained on
+    (`RealmRetrieverConfig.corpus`, see `realm_hf.training.trained_corpus`) is fine-tuned over that corpus: the index
+    a pre-training output holds when its document tower built it, else the recorded corpus when it is still there
+    (one line logs which); otherwise the run is refused in one line naming the model, its corpus and `--corpus PATH`.
+    Only a start with no record (a BERT, MiniLM, a random init) takes `corpus_args.corpus` (`"embedded"` by default).
+    The saved model records the corpus its index was built over.
+
     Logged per step (besides `loss`, `learning_rate`, `steps_per_second`): `answerable`, the fraction of questions
     with a gold span in the retrieved blocks (the rest contribute no loss; a batch with none has loss 0, which
     `loss` averages in), `answerable_loss`, the loss averaged over batches with some answerable question only, and
@@ -96,6 +104,8 @@ class OpenQaTrainer(TrainingLoop):
     Args:
         loop_args ([`LoopArguments`]), model_args ([`ModelArguments`]), corpus_args ([`CorpusArguments`]),
         openqa_args ([`OpenQaArguments`]): see `realm_hf.training.arguments` and [`OpenQaArguments`].
+        corpus_given (`bool`, *optional*): Whether `corpus_args.corpus` was chosen (`--corpus`) rather than left at
+            its default; None (default): chosen unless it is the default `"embedded"`.
     """
 
     def __init__(
@@ -104,10 +114,12 @@ class OpenQaTrainer(TrainingLoop):
         model_args: ModelArguments,
         corpus_args: CorpusArguments,
         openqa_args: OpenQaArguments,
+        corpus_given: bool | None = None,
     ):
         accelerator = make_accelerator(loop_args)
         corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
         self.corpus_args, self.openqa_args = corpus_args, openqa_args
+        self._corpus_given = corpus_args.corpus != CorpusArguments.corpus if corpus_given is None else corpus_given
         self.tokenizer = load_open_qa_tokenizer(openqa_args, model_args)
         model = load_open_qa_model(openqa_args, model_args, corpus_args, len(self.tokenizer))
         if model.retriever.doc_embedder is None and openqa_args.untie_towers:
@@ -172,6 +184,9 @@ class OpenQaTrainer(TrainingLoop):
         )
         # the fingerprint of the tower that must have built the index, taken before any training step
         self._doc_fingerprint = fingerprint_module(model.retriever.document_embedder)
+        self._trained_corpus = model.retriever.config.corpus  # what the start was trained on (None: not recorded)
+        self._start = openqa_args.model or model_args.retriever
+        self._index_corpus = None  # the record of the corpus under the index, saved with the model
         super().__init__(
             loop_args, model, dataloader, accelerator=accelerator,
             config={**vars(model_args), **vars(corpus_args), **vars(openqa_args), **vars(loop_args)},
@@ -203,7 +218,12 @@ class OpenQaTrainer(TrainingLoop):
         if self._source_model_dir is not None and self.open_qa_model.config.index_repo_id:
             directory = resolve_index_directory(self._source_model_dir, self.open_qa_model.config.index_repo_id)
             logger.info("Using the index of %s at %s", self._source_model_dir, directory)
+            self._index_corpus = self._trained_corpus
             return self._load_index(directory)
+        if not self._corpus_given and self._trained_corpus is not None:
+            trained_index = self._take_trained_corpus()
+            if trained_index is not None:
+                return self._load_index(trained_index)
         directory = os.path.join(self.args.output_dir, INDEX_SUBDIR)
         rebuild = [self.accelerator.is_main_process and not self._reusable(directory)]
         if self.accelerator.num_processes > 1:
@@ -213,7 +233,35 @@ class OpenQaTrainer(TrainingLoop):
             if self.accelerator.is_main_process:
                 self._build_index(retriever).save_pretrained(directory)
         self.accelerator.wait_for_everyone()
-        return self._load_index(directory)
+        index = self._load_index(directory)
+        self._index_corpus = corpus_record(self.corpus_args.corpus, self.corpus_args.max_articles, index.num_blocks)
+        return index
+
+    def _take_trained_corpus(self) -> str | None:
+        r"""
+        Without `--corpus`, the corpus the start was trained on: the directory of its own index when its document
+        tower built it (a pre-training output's `index/`), else None with `corpus_args` set to the recorded corpus
+        (still here) for the index built next.
+
+        Raises:
+            [`UsageError`]: when the recorded corpus is not here, naming the model, the corpus and `--corpus PATH`.
+        """
+        record, model = self._trained_corpus, self._start
+        source = resolve_bert_path(self.openqa_args.model) if self.openqa_args.model else None
+        own = os.path.join(source, INDEX_SUBDIR) if source and os.path.isdir(source) else None
+        if own and os.path.isfile(os.path.join(own, MANIFEST_NAME)) and (
+            read_json_file(os.path.join(own, MANIFEST_NAME), DAMAGED_INDEX_HINT).get("fingerprint") == self._doc_fingerprint
+        ):
+            logger.info("No --corpus: fine-tuning over %s, the corpus %s was trained on (its index %s)",
+                        describe_corpus(record), model, own)
+            self._index_corpus = record
+            return own
+        path = recorded_corpus_path(record)
+        if path is None:
+            raise refuse_missing_corpus(model, record)
+        self.corpus_args.corpus, self.corpus_args.max_articles = path, record.get("max_articles")
+        logger.info("No --corpus: indexing %s, the corpus %s was trained on", describe_corpus(record), model)
+        return None
 
     def _reusable(self, directory: str) -> bool:
         manifest = os.path.join(directory, MANIFEST_NAME)
@@ -382,6 +430,8 @@ class OpenQaTrainer(TrainingLoop):
         # pairs the model with its index even when shared towers moved (see realm_hf.hub.expected_index_fingerprint)
         model.config.index_fingerprint = self.index.fingerprint
         model.config.top_k = self.top_k
+        # the corpus under the index (None: an index given by --index_dir, built over what is not known here)
+        model.config.retriever_config.corpus = model.retriever.config.corpus = self._index_corpus
         model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         self.index.save_pretrained(os.path.join(directory, INDEX_SUBDIR))

@@ -34,6 +34,7 @@ from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
 from .pretraining_model import RealmPretrainingModel
 from .pretraining_record import pretraining_record
+from .trained_corpus import corpus_record
 from .reading_steps import ReadingSchedule
 from .retriever_learning import RetrieverLearningTracker, retrieval_diversity
 from .zero3 import whole_copy
@@ -469,6 +470,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         Main process only. In a multi-process run the final index is rebuilt beforehand on every rank
         (`before_final_save`, called by `train`); called alone, a rebuild here embeds the corpus in this process."""
         model = self.accelerator.unwrap_model(self.model)
+        # the corpus of the index saved beside: a fine-tuning of this model without --corpus takes it
+        model.retriever.config.corpus = corpus_record(
+            self.corpus_args.corpus, self.corpus_args.max_articles, self.index.num_blocks
+        )
         model.save_pretrained(directory)
         self.tokenizer.save_pretrained(os.path.join(directory, "retriever"))
         self.tokenizer.save_pretrained(os.path.join(directory, "encoder"))
