@@ -45,6 +45,7 @@ OLD_REALM_COMMIT = "c" * 40
 TINY_WIKIPEDIA_QA = ["--recipe", "wikipedia-qa", "--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
                      "--reading-steps", "2", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
 TINY_KNOWLEDGE = ["--tiny-models", "--entities", "10"]
+TINY_OPEN_QA = ["--max_steps", "1", "--max_articles", "20", "--max_eval_questions", "2", "--overwrite_output_dir"]
 
 
 # ------------------------------------------------------------------------------------------------ the blocks
@@ -71,13 +72,22 @@ def prepare_outputs(directory: Path) -> None:
     """Write into `directory` what the README's demo commands write, at test size.
 
     `realm-hf demo` runs into `outputs/demo/` (its REALM model and control in `realm/final` and `control/final`),
-    `realm-hf demo --recipe wikipedia-qa` into `outputs/demo-wikipedia-qa/`.
+    `realm-hf demo --recipe wikipedia-qa` into `outputs/demo-wikipedia-qa/`, the README's `realm-hf finetune` line
+    into `outputs/openqa-tiny/`.
     """
     from realm_hf.cli import main
 
     assert main(["demo", "--output", str(directory / "outputs" / "demo"), *TINY_KNOWLEDGE]) == 0
     wikipedia_qa = directory / "outputs" / "demo-wikipedia-qa"
     assert main(["demo", "--output", str(wikipedia_qa), *TINY_WIKIPEDIA_QA]) == 0
+    # the README's `realm-hf finetune` line (seconds instead of minutes, as test_docs_shell runs it), whose
+    # outputs/openqa-tiny/final its later lines and its Open-QA pipeline call answer with
+    working = os.getcwd()
+    os.chdir(directory)
+    try:
+        assert main(["finetune", "--config", "examples/configs/openqa-cpu-tiny.yaml", *TINY_OPEN_QA]) == 0
+    finally:
+        os.chdir(working)
 
 
 def populate_cache(cache: Path, repo_id: str, folder: Path, commit: str, repo_type: str = "model") -> Path:

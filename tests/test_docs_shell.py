@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from markdown_blocks import DOCS, README, REPO, RUN_ALONE, docs_workdir, enter_workdir  # noqa: F401 (a fixture)
+from markdown_blocks import DOCS, README, REPO, RUN_ALONE, TINY_OPEN_QA, docs_workdir, enter_workdir  # noqa: F401 (a fixture)
 from openqa_helpers import single_torch_thread  # noqa: F401 (an autouse fixture)
 
 MARKS = ("long", "needs-gpu", "needs-data")
@@ -44,8 +44,7 @@ SHORTER = {
         "--max_steps", "2", "--max_articles", "10", "--overwrite_output_dir"],
     "realm-hf mlm --config examples/configs/wiki-tiny-mlm.yaml": [
         "--max_steps", "2", "--max_articles", "10", "--overwrite_output_dir"],
-    "realm-hf finetune --config examples/configs/openqa-cpu-tiny.yaml": [
-        "--max_steps", "1", "--max_articles", "20", "--max_eval_questions", "2", "--overwrite_output_dir"],
+    "realm-hf finetune --config examples/configs/openqa-cpu-tiny.yaml": TINY_OPEN_QA,
     "realm-hf evaluate --model outputs/openqa-tiny/final": ["--max_questions", "2"],
 }
 """Flags appended to the lines that start with these words: the same job, seconds instead of minutes."""
