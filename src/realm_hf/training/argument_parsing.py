@@ -29,9 +29,16 @@ REMOVED_OPTIONS = {
     "docs/experiments.md)",
     "reading_replay_every": "a reading loss beside every step keeps the encoder reading without idling the retriever: "
     "use --reading_loss_weight (e.g. 30; docs/experiments.md)",
+    "retriever_freeze_steps": "the retriever starts after the reading warm-up (--reading_warmup_steps) or once the "
+    "gate opens (--retriever_gate_utility); --retriever_learning_rate 0 freezes it for the whole run",
+    **{
+        name: "the index builder's resources are fixed per --refresh_mode (docs/index.md); from Python, pass "
+        "RealmPretrainer(..., resources=refresh_resources(...))"
+        for name in ("refresh_threads", "refresh_niceness", "refresh_trainer_threads")
+    },
 }
-"""Options that served a hypothesis that failed -> what to use instead (a config or command line naming one is
-refused with it)."""
+"""Options that were removed or renamed -> what to use instead (a config or command line naming one is refused with
+it)."""
 
 
 def parse_arguments(
