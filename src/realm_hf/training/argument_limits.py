@@ -89,7 +89,7 @@ LIMITS: dict[str, Limit] = {
     # Open-QA fine-tuning and evaluation
     "max_train_questions": _COUNT, "eval_skip_questions": _STEPS, "max_eval_questions": _COUNT,
     "eval_batch_size": _COUNT, "top_k": _COUNT, "similarity_scale": Limit(0, above=True),
-    "reader_warmup_steps": _STEPS, "reader_warmup_depth": _COUNT, "reader_warmup_negatives": _STEPS,
+    "evidence_steps": _STEPS, "evidence_search_depth": _COUNT, "evidence_negatives": _STEPS,
     "max_rehearsal_questions": _COUNT, "max_questions": _COUNT, "skip_questions": _STEPS, "batch_size": _COUNT,
 }
 """Numeric arguments by field name -> the values they can take."""

@@ -439,28 +439,28 @@ class OpenQaArguments:
                   "fine-tuned query tower learns the answer type rather than the question (the demo's 'which river "
                   "flows through cairo' came to retrieve river articles, not Cairo's)."},
     )
-    reader_warmup_steps: int = field(
+    evidence_steps: int = field(
         default=0,
-        metadata={"help": "First N steps train the reader alone on each question's evidence block: the best-ranked "
-                  "of the top reader_warmup_depth blocks that holds an answer (the reading warm-up of pre-training, "
-                  "for spans; about top_k times cheaper per step)."},
+        metadata={"help": "First N steps read each question with its evidence block alone, the best-ranked of its "
+                  "top evidence_search_depth blocks that holds an answer, instead of its top_k blocks: the reader "
+                  "learns where answers are in a block that has one (about top_k times cheaper per step). 0: none."},
     )
-    reader_warmup_depth: int = field(
-        default=20, metadata={"help": "Retrieved blocks searched for each question's evidence block in the warm-up."}
+    evidence_search_depth: int = field(
+        default=20, metadata={"help": "Retrieved blocks searched for each question's evidence block."}
     )
-    reader_warmup_negatives: int = field(
+    evidence_negatives: int = field(
         default=0,
-        metadata={"help": "Hard negatives read beside each evidence block in the warm-up: the best-ranked of the top "
-                  "reader_warmup_depth blocks without an answer, weighted by p(z|x). With span_normalization "
+        metadata={"help": "Hard negatives read beside each evidence block: the best-ranked of the top "
+                  "evidence_search_depth blocks without an answer, weighted by p(z|x). With span_normalization "
                   "'global' the reader learns to say which block answers, not only where in a given block (each "
                   "costs one more read per question); with 'block' a negative adds no gradient. Unless the retriever is "
-                  "frozen, the query tower then learns in the warm-up too, from p(z|x) over these blocks."},
+                  "frozen, the query tower then learns in the evidence steps too, from p(z|x) over these blocks."},
     )
     rehearsal_file: str | None = field(
         default=None,
         metadata={"help": "QA JSONL of reading questions (e.g. the demo's wh-cloze questions) mixed into the training "
-                  "questions after the warm-up: each is read as in the warm-up, with its evidence block and "
-                  "reader_warmup_negatives hard negatives, while the training questions are read with their top_k "
+                  "questions after the evidence steps: each is read as in them, with its evidence block and "
+                  "evidence_negatives hard negatives, while the training questions are read with their top_k "
                   "retrieved blocks. Rehearsal keeps what a reading stage taught the reader (which block answers) "
                   "while it learns the real questions."},
     )
