@@ -24,11 +24,11 @@ masking, B=2, 8 candidates incl. the null document, Flat index, bf16, seed 0: ev
 - ``none``: the refresher exists but its schedule never fires (`refresh_schedule="0"`): the baseline;
 - ``process-all``: a refresh every `--refresh-every` steps by a background `spawn`ed builder process with all cores
   at the trainer's priority (the library's default before the thread budget: torch's default thread count);
-- ``process``: the same with a builder process's default thread budget on the CPU (`refresh_mode="process"`,
-  `refresh_threads=None`, `refresh_niceness=None`: 1 thread at niceness +19, the trainer keeps its threads; the
-  library's CPU default before the paced builder);
+- ``process``: the same with a builder process's fixed resources on the CPU (`refresh_mode="process"`: 1 thread at
+  niceness +19, the trainer keeps its threads; the library's CPU default before the paced builder);
 - ``partition``: the same with the cores split: the builder at max(1, cores // 2) threads, normal priority, the
-  trainer reduced to the rest while a build runs (`refresh_trainer_threads`);
+  trainer reduced to the rest while a build runs (`trainer_threads` of `refresh_resources`, passed to the trainer as
+  `resources`: no command-line option sets it);
 - ``thread``: the same from a builder thread inside the trainer process (optional, `--cases ... thread`);
 - ``paced``: a builder thread paced by the trainer (`refresh_mode="paced"`, the library's CPU default, with
   `refresh_time_share` = `--time-share`, default 0.1): it runs only between steps, alone on the cores, for that
@@ -86,17 +86,18 @@ CASE_LABELS = {
 def builder_settings(
     case: str, cores: int, refresh_threads: int | None, time_share: float
 ) -> dict[str, str | int | float | None]:
-    """The builder of `case` (mode, thread budget) as `PretrainingArguments` fields (`--refresh-threads` overrides)."""
+    """The builder of `case` (mode, thread budget) as keyword arguments of
+    `realm_hf.training.index_builder.refresh_resources` (`--refresh-threads` overrides the builder's threads)."""
     if case == "paced":
-        return {"refresh_mode": "paced", "refresh_time_share": time_share}
-    settings: dict[str, str | int | float | None] = {"refresh_mode": "thread" if case == "thread" else "process"}
+        return {"mode": "paced", "time_share": time_share}
+    settings: dict[str, str | int | float | None] = {"mode": "thread" if case == "thread" else "process"}
     if case == "process-all":
-        settings.update(refresh_threads=cores, refresh_niceness=0)
+        settings.update(num_threads=cores, niceness=0)
     elif case == "partition":
         builder = max(1, cores // 2)
-        settings.update(refresh_threads=builder, refresh_niceness=0, refresh_trainer_threads=max(1, cores - builder))
+        settings.update(num_threads=builder, niceness=0, trainer_threads=max(1, cores - builder))
     if refresh_threads is not None and case != "none":
-        settings["refresh_threads"] = refresh_threads
+        settings["num_threads"] = refresh_threads
     return settings
 
 # The real run: packaged MiniLM on wiki-2015 (examples/configs/cpu-small.yaml's shapes, fewer articles).
@@ -178,6 +179,7 @@ def run_worker(case: str, job: dict) -> dict:
     import transformers
 
     from realm_hf.training import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
+    from realm_hf.training.index_builder import refresh_resources
 
     torch.set_num_threads(job["threads"])
     load_at_start = os.getloadavg()
@@ -188,12 +190,14 @@ def run_worker(case: str, job: dict) -> dict:
     corpus = CorpusArguments(cache_dir=job["cache_dir"], **settings["corpus"])
     pretraining = PretrainingArguments(
         refresh_schedule="0" if case == "none" else str(job["refresh_every"]),
-        eval_mlm_examples=0, eval_qa_file=None,
+        eval_mlm_examples=0, eval_qa_file=None, **settings["pretraining"],
+    )
+    resources = refresh_resources(
+        "cuda" if torch.cuda.is_available() else "cpu",
         **builder_settings(case, os.cpu_count() or 1, job["refresh_threads"], job["time_share"]),
-        **settings["pretraining"],
     )
     began = time.perf_counter()
-    trainer = timed_trainer_class()(loop, model, corpus, pretraining,
+    trainer = timed_trainer_class()(loop, model, corpus, pretraining, resources=resources,
                                     initial_index_dir=os.path.join(job["cache_dir"], "initial-index"))
     setup_s = time.perf_counter() - began
     trainer.train()

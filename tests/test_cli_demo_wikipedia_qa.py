@@ -77,18 +77,18 @@ def test_demo_writes_every_stage(demo_run):
         assert max(record["step"] for record in json.loads((reading / "history.json").read_text())) == 2
         args = json.loads((reading / "training_args.json").read_text())
         assert args["model"] == str(pretrain) and args["train_file"] == str(output / "data" / "reading-qa.jsonl")
-        assert args["reader_warmup_steps"] == 2 == args["max_steps"] and args["freeze_retriever"] is True
-        assert args["reader_warmup_negatives"] == 1  # each reading question beside one block without its answer
+        assert args["evidence_steps"] == 2 == args["max_steps"] and args["freeze_retriever"] is True
+        assert args["evidence_negatives"] == 1  # each reading question beside one block without its answer
         reader_start = reading / "final"
     # fine-tuning started from the reading (or pre-training) output, over an index of the whole demo corpus, in two
     # orders (loop seeds 0 and 1), rehearsing 3 reading questions as the reading stage read them
     for seed in (0, 1):
         args = json.loads((output / "openqa" / f"run-{seed}" / "training_args.json").read_text())
         assert args["model"] == str(reader_start) and args["train_file"] == str(output / "data" / "train-qa.jsonl")
-        assert args["reader_warmup_steps"] == 1 and args["max_steps"] == 3 and args["seed"] == seed
+        assert args["evidence_steps"] == 1 and args["max_steps"] == 3 and args["seed"] == seed
         if READING:
             assert args["rehearsal_file"] == str(output / "data" / "reading-qa.jsonl")
-            assert args["max_rehearsal_questions"] == 3 and args["reader_warmup_negatives"] == 1
+            assert args["max_rehearsal_questions"] == 3 and args["evidence_negatives"] == 1
         else:
             assert args["rehearsal_file"] is None
     manifest = json.loads((openqa / "index" / "manifest.json").read_text())

@@ -163,9 +163,9 @@ def test_a_retriever_built_for_fine_tuning_takes_the_similarity_scale(tmp_path, 
     assert retriever.config.normalize_embeddings and retriever.config.similarity_scale == 20.0
 
 
-def test_the_reader_warmup_reads_each_question_with_its_best_ranked_evidence_block(tmp_path, data):
+def test_the_evidence_steps_read_each_question_with_its_best_ranked_evidence_block(tmp_path, data):
     corpus, qa = data
-    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, reader_warmup_steps=2, reader_warmup_depth=6)
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, evidence_steps=2, evidence_search_depth=6)
     questions = [dict(q) for q in QUESTIONS[:5]]
     ranked = trainer.retrieve_and_collate(questions)  # top_k = 3 of the 6 blocks
     deep = trainer.evidence_batch(questions)
@@ -197,13 +197,13 @@ def test_the_reader_warmup_reads_each_question_with_its_best_ranked_evidence_blo
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.retriever.query_embedder.parameters())
 
 
-def test_reader_warmup_negatives_are_the_best_ranked_blocks_without_an_answer_beside_the_evidence(tmp_path, data):
+def test_evidence_negatives_are_the_best_ranked_blocks_without_an_answer_beside_the_evidence(tmp_path, data):
     corpus, qa = data
-    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, reader_warmup_steps=2, reader_warmup_depth=6,
-                           reader_warmup_negatives=2, span_normalization="global", freeze_retriever=True)
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, evidence_steps=2, evidence_search_depth=6,
+                           evidence_negatives=2, span_normalization="global", freeze_retriever=True)
     questions = [dict(q) for q in QUESTIONS[:5]]
     with_negatives = trainer.evidence_batch(questions)
-    trainer.openqa_args.reader_warmup_negatives = 0
+    trainer.openqa_args.evidence_negatives = 0
     alone = trainer.evidence_batch(questions)
     deep = retrieve_and_collate(trainer.open_qa_model, trainer.index, trainer.collator, questions, 6)  # the ranking
     assert with_negatives["reader_input_ids"].shape[1] == 3 and with_negatives["candidate_embeds"].shape[1] == 3
@@ -228,7 +228,7 @@ def test_rehearsed_reading_questions_are_read_with_their_evidence_beside_the_ret
 ):
     corpus, qa = data
     reading = write_jsonl(tmp_path / "reading.jsonl", [dict(q, id=100 + q["id"]) for q in QUESTIONS[5:]])
-    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, reader_warmup_depth=6, reader_warmup_negatives=1,
+    trainer = make_trainer(tmp_path / "run", corpus, qa, max_steps=3, evidence_search_depth=6, evidence_negatives=1,
                            span_normalization="global", freeze_retriever=True, rehearsal_file=reading,
                            max_rehearsal_questions=3)
     rehearsed = trainer.rehearsal_examples
@@ -363,3 +363,24 @@ def test_held_out_loss_is_evaluated_and_early_stopping_ends_a_flat_run(tmp_path,
         "evaluations_without_improvement": 1, "stopped_at": 4,
     }
     assert (tmp_path / "run" / "final" / "config.json").is_file()  # the model of the last step is saved
+
+
+@pytest.mark.parametrize("old, new", [
+    ("reader_warmup_steps", "evidence_steps"),
+    ("reader_warmup_depth", "evidence_search_depth"),
+    ("reader_warmup_negatives", "evidence_negatives"),
+])
+def test_the_reader_warmup_options_are_refused_in_one_line_naming_their_new_name(old, new, tmp_path):
+    """Fine-tuning's evidence steps are not pre-training's reading warm-up (`reading_warmup_steps`): new names."""
+    from realm_hf.training.argument_parsing import parse_arguments
+    from realm_hf.utils.options import UsageError
+
+    types = (LoopArguments, ModelArguments, CorpusArguments, OpenQaArguments)
+    with pytest.raises(UsageError, match=rf"^--{old} was removed: renamed: use --{new} \("):
+        parse_arguments(types, ["--output_dir", "o", "--train_file", "t", f"--{old}", "2"])
+    config = tmp_path / "old.yaml"
+    config.write_text(f"{old}: 2\n")
+    with pytest.raises(UsageError, match=rf"^--{old} \(a key of .*\) was removed: renamed: use --{new} "):
+        parse_arguments(types, ["--output_dir", "o", "--train_file", "t", "--config", str(config)])
+    parsed = parse_arguments(types, ["--output_dir", "o", "--train_file", "t", f"--{new}", "2"])
+    assert getattr(parsed[-1], new) == 2

@@ -6,7 +6,9 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import json
+import logging
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -89,13 +91,20 @@ def test_an_unknown_recipe_is_refused_in_one_line_naming_the_choices(tmp_path, c
     assert line == "realm-hf pretrain: error: --recipe 'papr' is not a recipe; choose one of: cold-start, paper."
 
 
-@pytest.mark.parametrize("option, value", [("encoder_freeze_steps", "100"), ("reading_replay_every", "3")])
-def test_a_removed_option_is_refused_with_what_to_use_instead(option, value, tmp_path):
-    with pytest.raises(UsageError, match=rf"^--{option} was removed: .*use --reading_loss_weight"):
+@pytest.mark.parametrize("option, value, fix", [
+    ("encoder_freeze_steps", "100", "use --reading_loss_weight"),
+    ("reading_replay_every", "3", "use --reading_loss_weight"),
+    ("retriever_freeze_steps", "50", "--retriever_learning_rate 0 freezes it for the whole run"),
+    ("refresh_threads", "1", "fixed per --refresh_mode"),
+    ("refresh_niceness", "19", "fixed per --refresh_mode"),
+    ("refresh_trainer_threads", "1", "fixed per --refresh_mode"),
+])
+def test_a_removed_option_is_refused_with_what_to_use_instead(option, value, fix, tmp_path):
+    with pytest.raises(UsageError, match=rf"^--{option} was removed: .*{re.escape(fix)}"):
         _settings([f"--{option}", value])
     config = tmp_path / "old.yaml"
     config.write_text(f"{option}: {value}\n")
-    with pytest.raises(UsageError, match=rf"^--{option} \(a key of {config}\) was removed: .*--reading_loss_weight"):
+    with pytest.raises(UsageError, match=rf"^--{option} \(a key of {re.escape(str(config))}\) was removed: .*{re.escape(fix)}"):
         _settings(["--config", str(config)])
 
 
@@ -106,6 +115,7 @@ def test_help_lists_the_recipes_one_line_each(capsys):
     for name, summary in recipe_summaries().items():
         assert f"  {name.ljust(10)}  {summary}\n" in out
     assert "--encoder_freeze_steps" not in out and "--reading_replay_every" not in out
+    assert "--retriever_freeze_steps" not in out and "--refresh_niceness" not in out
 
 
 @pytest.mark.parametrize("option, value", [("pooling", "mean"), ("projection_size", "64"), ("retriever", "bert-x")])
@@ -121,14 +131,26 @@ def test_model_settings_an_ict_warm_start_decides_are_refused_with_it(option, va
 
 
 def test_builder_settings_its_mode_would_ignore_are_refused():
-    with pytest.raises(UsageError, match="--refresh_niceness 5 sets the builder process's resources, but the builder "
-                                         "runs in thread mode: add --refresh_mode process"):
-        _settings(["--refresh_mode", "thread", "--refresh_niceness", "5"])
-    with pytest.raises(UsageError, match="--refresh_trainer_threads 1 .* runs in paced mode"):
-        refresh_resources("cpu", trainer_threads=1)  # the default mode on the CPU: paced
+    with pytest.raises(UsageError, match="--refresh_time_share 0.2 paces the builder: use --refresh_mode paced"):
+        _settings(["--refresh_mode", "thread", "--refresh_time_share", "0.2"])
     with pytest.raises(UsageError, match="--refresh_time_share 0.2 paces the builder"):
         refresh_resources("cpu", mode="thread", time_share=0.2)
+    # from Python: a process's resources outside process mode (the default on the CPU: paced)
+    with pytest.raises(ValueError, match="^trainer_threads=1 sets a builder process's resources, but the builder runs "
+                                         "in paced mode: pass mode='process', or leave trainer_threads out.$"):
+        refresh_resources("cpu", trainer_threads=1)
+    with pytest.raises(ValueError, match="^niceness=5 .* in thread mode"):
+        refresh_resources("cpu", niceness=5, mode="thread")
     assert refresh_resources("cpu", niceness=5, mode="process").niceness == 5
+
+
+def test_shard_index_on_one_process_is_said_to_have_no_effect(tmp_path, caplog):
+    pytest.importorskip("spacy")
+    from test_pretrainer import make_trainer
+
+    with caplog.at_level(logging.WARNING, logger="realm_hf.training.pretrain"):
+        make_trainer(tmp_path, max_steps=1, shard_index=True)
+    assert "--shard_index has no effect on one process" in caplog.text
 
 
 def test_a_paper_recipe_run_scores_the_null_document_by_its_embedding(tmp_path):

@@ -14,7 +14,11 @@ pytest.importorskip("faiss")
 
 from test_pretrainer import make_trainer  # noqa: E402
 
-from realm_hf.training.retriever_learning import RetrieverLearningTracker, retrieval_diversity  # noqa: E402
+from realm_hf.training.retriever_learning import (  # noqa: E402
+    RetrieverLearningTracker,
+    RetrieverStartSchedule,
+    retrieval_diversity,
+)
 
 LOGGERS = ("realm_hf.training.pretrain", "realm_hf.training.loop")
 
@@ -70,23 +74,23 @@ def test_without_a_gate_the_retriever_learns_at_every_step(tmp_path, caplog):
     assert len(diversity) == 3 and all(0 < d <= 1 for d in diversity)
 
 
-def test_freeze_steps_are_counted_and_a_resumed_run_counts_on(tmp_path, caplog):
-    trainer = make_trainer(tmp_path, max_steps=4, refresh="0", save_steps=2, logging_steps=1, retriever_freeze_steps=1)
+def test_warm_up_steps_are_counted_and_a_resumed_run_counts_on(tmp_path, caplog):
+    trainer = make_trainer(tmp_path, max_steps=4, refresh="0", save_steps=2, logging_steps=1, reading_warmup_steps=1)
     records = _train(trainer, caplog)
     assert _warnings(records) == []
-    assert "The retriever is frozen until step 1 (retriever_freeze_steps=1)." in caplog.text
+    assert "The retriever is frozen until step 1 (reading_warmup_steps=1)." in caplog.text
     statuses = [r.getMessage().split(" | ")[-1] for r in records if r.getMessage().startswith("step ")]
-    assert statuses == ["retriever: frozen (retriever_freeze_steps: until step 1)"] + ["retriever: learning"] * 3
+    assert statuses == ["retriever: frozen (reading_warmup_steps: until step 1)"] + ["retriever: learning"] * 3
     assert [r["retriever_learning"] for r in trainer.history if "retriever_learning" in r] == [0.0, 1.0, 1.0, 1.0]
-    assert "The retriever learned in 3 of 4 steps; frozen until step 1 by retriever_freeze_steps." in caplog.text
+    assert "The retriever learned in 3 of 4 steps; frozen until step 1 by reading_warmup_steps." in caplog.text
     expected = {"steps_learning": 3, "steps_total": 4, "gate_opened_at_step": None,
-                "reason_frozen": "retriever_freeze_steps", "highest_gate_utility": None,
+                "reason_frozen": "reading_warmup_steps", "highest_gate_utility": None,
                 "retrieval_diversity_start": None, "retrieval_diversity_end": None, "retrieval_collapsed_at_step": None}
     assert _record(tmp_path) == expected
     assert _record(tmp_path / "checkpoint-2") == dict(expected, steps_learning=1, steps_total=2)
 
     # resumed at step 2: the counts go on from the checkpoint's (1 of 2), not from 0
-    resumed = make_trainer(tmp_path, max_steps=4, refresh="0", save_steps=0, retriever_freeze_steps=1,
+    resumed = make_trainer(tmp_path, max_steps=4, refresh="0", save_steps=0, reading_warmup_steps=1,
                            resume=str(tmp_path / "checkpoint-2"))
     _train(resumed, caplog)
     assert _record(tmp_path) == expected
@@ -96,22 +100,23 @@ def test_freeze_steps_are_counted_and_a_resumed_run_counts_on(tmp_path, caplog):
 @pytest.mark.parametrize(
     ("settings", "start", "end"),
     [
-        ({"retriever_freeze_steps": 5}, "frozen for the whole run: retriever_freeze_steps=5 >= max_steps=2 "
-         "(--retriever_freeze_steps)", "retriever_freeze_steps=5 covers all 2 steps"),
         ({"retriever_learning_rate": 0.0}, "frozen for the whole run: retriever_learning_rate=0 "
          "(--retriever_learning_rate)", "set --retriever_learning_rate above 0"),
     ],
 )
 def test_a_retriever_frozen_for_the_whole_run_is_announced_and_summed_up(tmp_path, caplog, settings, start, end):
-    trainer = make_trainer(tmp_path, max_steps=2, refresh="0", **settings)
+    trainer = make_trainer(tmp_path, max_steps=2, refresh="1", **settings)
     first, last = _warnings(_train(trainer, caplog))
     assert start in first
     assert last.startswith("The retriever never learned in 2 steps") and end in last
     assert _record(tmp_path)["steps_learning"] == 0
+    # a retriever that never learns never starts: no backward pass through it, no index refresh
+    assert trainer.retriever_start_step is None and not any(trainer.retriever_learns(step) for step in range(2))
+    assert trainer.refresher.stats == []
 
 
 def test_a_retriever_that_learned_in_a_small_fraction_of_the_steps_is_a_warning():
-    tracker = RetrieverLearningTracker(gate_utility=0.2, gate_window=2)
+    tracker = RetrieverLearningTracker(RetrieverStartSchedule(gate_utility=0.2, gate_window=2))
     for step in range(1, 21):
         if step == 19:
             tracker.observe_gate(0.25, 2)
@@ -127,15 +132,15 @@ def test_a_retriever_that_learned_in_a_small_fraction_of_the_steps_is_a_warning(
 
 def test_a_reading_warm_up_alone_is_told_as_such_not_warned_about():
     """A run that is only a reading warm-up freezes the retriever by design: INFO at start and end, no warning; a
-    retriever_freeze_steps that covers the run is still a warning."""
-    tracker = RetrieverLearningTracker(reading_warmup_steps=10)
+    retriever_learning_rate of 0 is still a warning."""
+    tracker = RetrieverLearningTracker(RetrieverStartSchedule(reading_warmup_steps=10))
     assert tracker.start_message(0, 10) == (logging.INFO, tracker.start_message(0, 10)[1])
     assert "reading warm-up only" in tracker.start_message(0, 10)[1]
     for step in range(1, 11):
         tracker.record_step(step, learning=False)
     level, message = tracker.summary()
     assert level == logging.INFO and "reading warm-up only" in message
-    frozen = RetrieverLearningTracker(freeze_steps=11)
+    frozen = RetrieverLearningTracker(RetrieverStartSchedule(frozen_by="retriever_learning_rate=0"))
     assert frozen.start_message(0, 10)[0] == logging.WARNING
     for step in range(1, 11):
         frozen.record_step(step, learning=False)
@@ -187,7 +192,7 @@ def test_a_steady_or_merely_narrower_retrieval_is_not_called_collapsed(diversiti
 
 
 def test_retrieval_diversity_counts_only_while_the_retriever_learns():
-    tracker = RetrieverLearningTracker(freeze_steps=50)
+    tracker = RetrieverLearningTracker(RetrieverStartSchedule(reading_warmup_steps=50))
     for step in range(1, 51):
         tracker.record_step(step, learning=False)
         assert tracker.observe_retrieval(step, 0.01) is None
@@ -225,3 +230,32 @@ def test_the_recorded_run_that_dipped_and_recovered_is_not_called_collapsed():
     tracker = RetrieverLearningTracker()
     assert _learn(tracker, _recorded("recovered")) == []
     assert tracker.summary()[0] == logging.INFO
+
+
+def test_the_retriever_start_schedule_says_at_each_step_whether_the_retriever_learns_and_what_holds_it():
+    """One schedule: the reading warm-up, then the gate (its window counted after the warm-up), or never."""
+    plain = RetrieverStartSchedule()
+    assert plain.start_step == 0 and plain.learns(0) and plain.holding_knob(0) is None and not plain.gate_waiting
+
+    warm_up = RetrieverStartSchedule(reading_warmup_steps=3)
+    assert [warm_up.learns(t) for t in range(5)] == [False, False, False, True, True]
+    assert [warm_up.holding_knob(t) for t in (0, 2, 3)] == ["reading_warmup_steps", "reading_warmup_steps", None]
+
+    gated = RetrieverStartSchedule(reading_warmup_steps=2, gate_utility=0.2, gate_window=2)
+    assert gated.start_step is None and gated.gate_waiting
+    assert gated.observe_utility(2, 5.0) is None  # a warm-up step: not the gate's
+    assert gated.observe_utility(3, 0.1) == pytest.approx(0.1) and gated.start_step is None  # a window of 1 of 2
+    assert gated.holding_knob(3) == "retriever_gate_utility"
+    assert gated.observe_utility(4, 0.4) == pytest.approx(0.25)  # the full window reaches 0.2: it opens
+    assert gated.start_step == 4 and not gated.learns(3) and gated.learns(4) and not gated.gate_waiting
+    assert gated.observe_utility(5, -1.0) is None  # an open gate stays open
+
+    resumed = RetrieverStartSchedule(reading_warmup_steps=2, gate_utility=0.2, gate_window=2)
+    resumed.load_state_dict(gated.state_dict())
+    assert (resumed.start_step, resumed.utility_window) == (4, [0.1, 0.4])
+
+    never = RetrieverStartSchedule(reading_warmup_steps=2, gate_utility=0.2, frozen_by="retriever_learning_rate=0")
+    assert never.start_step is None and not never.gate_waiting and not any(never.learns(t) for t in range(10))
+    assert never.holding_knob(0) == never.holding_knob(9) == "retriever_learning_rate"
+    never.load_state_dict({"retriever_start_step": 3})
+    assert never.start_step is None

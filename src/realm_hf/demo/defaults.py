@@ -79,7 +79,7 @@ twice the stage's time; fine-tuning takes part of that back unless [`DEMO_READIN
 model."""
 DEMO_READING_NEGATIVES = 1
 """Hard negatives read beside each reading question's source block, `--reading-negatives`: the best-ranked blocks
-without its answer among its top 20 (`OpenQaArguments.reader_warmup_negatives`); each costs one more read per
+without its answer among its top 20 (`OpenQaArguments.evidence_negatives`); each costs one more read per
 question. With the source block alone the reader learns where in a block the answer is, never which block holds it
 (benchmarks/results/demo-history.md)."""
 DEMO_SEED = 0

@@ -10,7 +10,8 @@ with the gold document only (see [`RealmPretrainer.evaluate_sentences`]).
 A recipe is a dict: `model` (the [`ModelArguments`] fields), optionally `random_bert` (a BERT config for random
 towers), `ict_steps` / `ict_batch_size` / `ict_learning_rate`, `reading_warmup_steps` / `reading_warmup_batch_size`
 / `reading_warmup_learning_rate`, `mlm_head_learning_rate_factor`, `steps`, `batch_size`, `learning_rate`,
-`retriever_freeze_steps`, `retriever_gate_utility` / `retriever_gate_window`, `mixed_precision`.
+`retriever_gate_utility` / `retriever_gate_window`, `mixed_precision`. The control's retriever never learns
+(`retriever_learning_rate` 0: no backward pass through it, no index refresh).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ KNOWLEDGE_RECIPES: dict[str, dict[str, Any]] = {
         "ict_steps": 200, "ict_batch_size": 32, "ict_learning_rate": 1e-3,
         "reading_warmup_steps": 300, "reading_warmup_batch_size": 64, "reading_warmup_learning_rate": 2e-3,
         "mlm_head_learning_rate_factor": 1,
-        "steps": 300, "batch_size": 16, "learning_rate": 1e-3, "retriever_freeze_steps": 0,
+        "steps": 300, "batch_size": 16, "learning_rate": 1e-3,
         # no utility gate: the tiny encoder's reading utility stays low while encoder and retriever improve together
         "retriever_gate_utility": None,
     },
@@ -61,7 +62,7 @@ KNOWLEDGE_RECIPES: dict[str, dict[str, Any]] = {
         "ict_steps": 0, "ict_batch_size": 32, "ict_learning_rate": 3e-5,
         "reading_warmup_steps": 100, "reading_warmup_batch_size": 16, "reading_warmup_learning_rate": 2e-4,
         "mlm_head_learning_rate_factor": 10,
-        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "auto",
+        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "mixed_precision": "auto",
         "retriever_gate_utility": 0.2, "retriever_gate_window": 10,
     },
     # all-MiniLM-L6-v2's own embedding space: mean pooling, no projection
@@ -70,7 +71,7 @@ KNOWLEDGE_RECIPES: dict[str, dict[str, Any]] = {
         "ict_steps": 0, "ict_batch_size": 32, "ict_learning_rate": 3e-5,
         "reading_warmup_steps": 100, "reading_warmup_batch_size": 16, "reading_warmup_learning_rate": 2e-4,
         "mlm_head_learning_rate_factor": 10,
-        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "retriever_freeze_steps": 0, "mixed_precision": "auto",
+        "steps": 60, "batch_size": 8, "learning_rate": 1e-4, "mixed_precision": "auto",
         "retriever_gate_utility": 0.2, "retriever_gate_window": 10,
     },
 }
@@ -277,10 +278,9 @@ def run_setting(name: str, recipe: dict, paths: dict, eval_examples: datasets.Da
     trainer = pretrainer(
         name, recipe, model, corpus_arguments(paths, paths["train"], index_type), work, steps, eval_every, seed,
         tagger, eval_examples, rebuild_final_index=rebuild_final_index, ict_warm_start=ict_dir,
-        retriever_freeze_steps=steps + 1 if frozen else recipe["retriever_freeze_steps"],
         retriever_gate_utility=None if frozen else recipe.get("retriever_gate_utility"),
         retriever_gate_window=recipe.get("retriever_gate_window", 10),
-        retriever_learning_rate=recipe.get("retriever_learning_rate"),
+        retriever_learning_rate=0.0 if frozen else recipe.get("retriever_learning_rate"),
         reading_loss_weight=recipe.get("reading_loss_weight", 0.0),
         reading_loss_batch_size=recipe.get("reading_loss_batch_size"),
         reading_loss_weight_final=recipe.get("reading_loss_weight_final"),

@@ -43,11 +43,12 @@ class DemoSettings:
             from the demo corpus ([`demo_reading_questions`]), each read with its source block and `reading_negatives`
             blocks without its answer (0, or without spaCy: none).
         reading_negatives (`int`): Hard negatives read beside each reading question's source block: the best-ranked
-            of its top 20 blocks without its answer (`OpenQaArguments.reader_warmup_negatives`).
+            of its top 20 blocks without its answer (`OpenQaArguments.evidence_negatives`).
         reading_passes (`int`): Times each reading question is read: the stage makes `reading_steps x 4 /
             reading_passes` of them (rounded up).
-        reader_warmup_steps (`int`): Open-QA reader warm-up steps first (batch 4, each training question read with
-            its evidence block only: the best-ranked of its top 20 blocks that holds an answer; 0: none).
+        reader_warmup_steps (`int`): Open-QA evidence steps first (`OpenQaArguments.evidence_steps`; batch 4, each
+            training question read with its evidence block only: the best-ranked of its top 20 blocks that holds an
+            answer; 0: none).
         finetune_steps (`int`): Open-QA fine-tuning steps after it (batch 4, top-5 blocks).
         rehearsal_questions (`int`): Reading questions mixed into fine-tuning, each read as in the reading stage
             (`OpenQaArguments.rehearsal_file`; 0, or without a reading stage: none).
@@ -195,8 +196,8 @@ def pretrain_demo_model(output: str, corpus_file: str, settings: DemoSettings) -
 
 
 def _open_qa_demo_stage(
-    output: str, model: str, corpus_file: str, train_file: str, settings: DemoSettings, *, reader_warmup_steps: int,
-    max_steps: int, freeze_retriever: bool, logging_steps: int, reader_warmup_negatives: int = 0,
+    output: str, model: str, corpus_file: str, train_file: str, settings: DemoSettings, *, evidence_steps: int,
+    max_steps: int, freeze_retriever: bool, logging_steps: int, evidence_negatives: int = 0,
     rehearsal_file: str | None = None, seed: int = 0,
 ) -> list[dict]:
     """One [`OpenQaTrainer`] run of the demo ([`DEMO_OPEN_QA_BATCH_SIZE`] questions a step, learning rate 2e-4, the
@@ -216,7 +217,7 @@ def _open_qa_demo_stage(
     )
     openqa_args = OpenQaArguments(
         train_file=train_file, model=model, top_k=shapes["top_k"], truncate_questions=True,
-        reader_warmup_steps=reader_warmup_steps, reader_warmup_negatives=reader_warmup_negatives,
+        evidence_steps=evidence_steps, evidence_negatives=evidence_negatives,
         freeze_retriever=freeze_retriever,
         span_normalization=settings.span_normalization,
         rehearsal_file=rehearsal_file if settings.rehearsal_questions else None,
@@ -230,15 +231,15 @@ def reading_demo_model(
 ) -> list[dict]:
     r"""
     Stage 2: `settings.reading_steps` reading steps of the pre-trained model `pretrained` on the wh-cloze questions
-    of `reading_file` ([`OpenQaTrainer`] in its reader warm-up: each question read with the best-ranked of its top 20
+    of `reading_file` ([`OpenQaTrainer`] in its evidence steps: each question read with the best-ranked of its top 20
     blocks that holds its answer, as a rule its source, and the `settings.reading_negatives` best-ranked that do not;
     the retriever frozen), over an index of the whole demo corpus built by the document tower; into `<output>/final`.
     The reader learns to extract a span of the type asked, and which block holds it, before it sees real questions.
     """
     return _open_qa_demo_stage(
-        output, pretrained, corpus_file, reading_file, settings, reader_warmup_steps=settings.reading_steps,
+        output, pretrained, corpus_file, reading_file, settings, evidence_steps=settings.reading_steps,
         max_steps=settings.reading_steps, freeze_retriever=True, logging_steps=200,
-        reader_warmup_negatives=settings.reading_negatives,
+        evidence_negatives=settings.reading_negatives,
     )
 
 
@@ -264,11 +265,11 @@ def finetune_demo_model(
 
     def run(directory: str, seed: int) -> list[dict]:
         return _open_qa_demo_stage(
-            directory, pretrained, corpus_file, qa_file, settings, reader_warmup_steps=settings.reader_warmup_steps,
+            directory, pretrained, corpus_file, qa_file, settings, evidence_steps=settings.reader_warmup_steps,
             max_steps=settings.reader_warmup_steps + settings.finetune_steps,
             freeze_retriever=not settings.train_retriever, logging_steps=40,
             # rehearsed questions are read beside the reading stage's hard negatives (the warm-up's, when there is one)
-            reader_warmup_negatives=settings.reading_negatives if settings.rehearsal_questions else 0,
+            evidence_negatives=settings.reading_negatives if settings.rehearsal_questions else 0,
             rehearsal_file=reading_file, seed=seed,
         )
 

@@ -69,12 +69,10 @@ LIMITS: dict[str, Limit] = {
     "max_pretraining_articles": _COUNT, "block_length": _LENGTH, "query_max_length": _LENGTH,
     "joined_max_length": _LENGTH, "mlm_max_length": _LENGTH, "embed_batch_size": _COUNT, "num_proc": _COUNT,
     # pre-training
-    "mask_source_blocks": _COUNT, "num_candidates": _COUNT, "refresh_threads": _COUNT,
-    "refresh_niceness": Limit(0, 19, why="os.nice increments"), "refresh_trainer_threads": _COUNT,
+    "mask_source_blocks": _COUNT, "num_candidates": _COUNT,
     "refresh_time_share": Limit(0, 1, above=True, why="the builder's share of the trainer's time, e.g. 0.1"),
     "refresh_max_staleness": Limit(0, why="steps; 0: a blocking refresh, leave it out never to wait"),
     "eval_max_questions": _COUNT, "eval_mlm_examples": _STEPS, "reading_warmup_steps": _STEPS,
-    "retriever_freeze_steps": _STEPS,
     "reading_loss_weight": Limit(0, why="a multiple of the reading masked-LM loss added to REALM's; 0: none"),
     "reading_loss_batch_size": _COUNT,
     "reading_loss_weight_final": Limit(0, why="the reading loss's weight at the last step"),
@@ -91,7 +89,7 @@ LIMITS: dict[str, Limit] = {
     # Open-QA fine-tuning and evaluation
     "max_train_questions": _COUNT, "eval_skip_questions": _STEPS, "max_eval_questions": _COUNT,
     "eval_batch_size": _COUNT, "top_k": _COUNT, "similarity_scale": Limit(0, above=True),
-    "reader_warmup_steps": _STEPS, "reader_warmup_depth": _COUNT, "reader_warmup_negatives": _STEPS,
+    "evidence_steps": _STEPS, "evidence_search_depth": _COUNT, "evidence_negatives": _STEPS,
     "max_rehearsal_questions": _COUNT, "max_questions": _COUNT, "skip_questions": _STEPS, "batch_size": _COUNT,
 }
 """Numeric arguments by field name -> the values they can take."""

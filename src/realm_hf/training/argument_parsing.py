@@ -29,9 +29,19 @@ REMOVED_OPTIONS = {
     "docs/experiments.md)",
     "reading_replay_every": "a reading loss beside every step keeps the encoder reading without idling the retriever: "
     "use --reading_loss_weight (e.g. 30; docs/experiments.md)",
+    "retriever_freeze_steps": "the retriever starts after the reading warm-up (--reading_warmup_steps) or once the "
+    "gate opens (--retriever_gate_utility); --retriever_learning_rate 0 freezes it for the whole run",
+    "reader_warmup_steps": "renamed: use --evidence_steps (the first steps read each question's evidence block alone)",
+    "reader_warmup_depth": "renamed: use --evidence_search_depth (blocks searched for each question's evidence block)",
+    "reader_warmup_negatives": "renamed: use --evidence_negatives (hard negatives read beside each evidence block)",
+    **{
+        name: "the index builder's resources are fixed per --refresh_mode (docs/index.md); from Python, pass "
+        "RealmPretrainer(..., resources=refresh_resources(...))"
+        for name in ("refresh_threads", "refresh_niceness", "refresh_trainer_threads")
+    },
 }
-"""Options that served a hypothesis that failed -> what to use instead (a config or command line naming one is
-refused with it)."""
+"""Options that were removed or renamed -> what to use instead (a config or command line naming one is refused with
+it)."""
 
 
 def parse_arguments(

@@ -197,31 +197,12 @@ class PretrainingArguments:
             "a GPU, else cpu)."
         },
     )
-    refresh_threads: int | None = field(
-        default=None,
-        metadata={
-            "help": "torch threads of the index builder (default 1)."
-        },
-    )
-    refresh_niceness: int | None = field(
-        default=None,
-        metadata={
-            "help": "os.nice increment of a builder process (refresh_mode process only), 0-19; default 19 on the CPU (it "
-            "runs on the CPU time the trainer leaves), 0 on a GPU."
-        },
-    )
-    refresh_trainer_threads: int | None = field(
-        default=None,
-        metadata={
-            "help": "torch threads of the trainer while a builder process builds (refresh_mode process only; default "
-            "unchanged): with refresh_threads, a partition of the cores instead of the builder's low priority."
-        },
-    )
     refresh_time_share: float | None = field(
         default=None,
         metadata={
             "help": "The paced builder's share of the trainer's time (refresh_mode paced only; default 0.1): the trainer "
-            "is that much slower while a build is in flight."
+            "is that much slower while a build is in flight, and a build takes its CPU time / the share to arrive. "
+            "The other builder resources are fixed per mode (docs/index.md)."
         },
     )
     refresh_max_staleness: int | None = field(
@@ -246,10 +227,31 @@ class PretrainingArguments:
     reading_warmup_steps: int = field(
         default=0,
         metadata={
-            "help": "Steps at the start in which each masked sentence reads its own block (the one REALM excludes) as its "
-            "only candidate, the retriever frozen: the encoder learns to read before the retriever learns from "
-            "it. Use it with an encoder that cannot read yet (the cold-start recipe: 100); 0 for a masked LM such "
-            "as BERT (the paper recipe). With X != Z these steps read sentences of Z."
+            "help": "Retriever start (1, warm-up): the first N steps read each masked sentence with its own block "
+            "(the one REALM excludes) as its only candidate, the retriever frozen: the encoder learns to read before "
+            "the retriever learns from it. Use it with an encoder that cannot read yet (cold-start: 100); 0 for a "
+            "masked LM such as BERT (paper). With X != Z these steps read sentences of Z."
+        },
+    )
+    retriever_gate_utility: float | None = field(
+        default=None,
+        metadata={
+            "help": "Retriever start (2, gate): after the warm-up, the retriever stays frozen until the encoder reads "
+            "what it retrieves: until the top retrieved block's reading utility, log p(y|z,x) - log p(y|null,x), "
+            "averages this many nats over retriever_gate_window steps; then it learns at every step. Use it with a "
+            "start that cannot read yet (cold-start: 0.2); not with random tiny models, whose utility stays near 0. "
+            "Needs the null document. Default: no gate."
+        },
+    )
+    retriever_gate_window: int = field(
+        default=20,
+        metadata={"help": "Retriever start (gate): the steps whose reading utility retriever_gate_utility averages."},
+    )
+    retriever_learning_rate: float | None = field(
+        default=None,
+        metadata={
+            "help": "Peak learning rate of the retriever once it starts (default: learning_rate). 0: it never learns "
+            "(a frozen-retriever control: no backward pass through it, no index refresh)."
         },
     )
     reading_loss_weight: float = field(
@@ -277,29 +279,6 @@ class PretrainingArguments:
             "Z). Needs reading_loss_weight."
         },
     )
-    retriever_freeze_steps: int = field(
-        default=0,
-        metadata={
-            "help": "Steps from the start during which only the encoder learns (the retriever's learning rate 0, then it "
-            "warms up): a fixed-length alternative to the utility gate."
-        },
-    )
-    retriever_gate_utility: float | None = field(
-        default=None,
-        metadata={
-            "help": "Hold the retriever frozen after the reading warm-up and retriever_freeze_steps until the encoder "
-            "reads what it retrieves: until the top retrieved block's reading utility, log p(y|z,x) - log "
-            "p(y|null,x), averages this many nats over retriever_gate_window steps. Use it with a start that "
-            "cannot read yet (cold-start: 0.2); not with random tiny models, whose utility stays near 0. Needs "
-            "the null document."
-        },
-    )
-    retriever_gate_window: int = field(
-        default=20,
-        metadata={
-            "help": "Steps whose reading utility the gate (retriever_gate_utility) averages."
-        },
-    )
     mlm_head_learning_rate: float | None = field(
         default=None,
         metadata={
@@ -307,16 +286,13 @@ class PretrainingArguments:
             "(all-MiniLM-L6-v2 has none) reads sooner at 10x the encoder's rate (cold-start)."
         },
     )
-    retriever_learning_rate: float | None = field(
-        default=None, metadata={"help": "Peak learning rate of the retriever (default: learning_rate)."}
-    )
     shard_index: bool = field(
         default=False,
         metadata={
             "help": "On several processes: each rank embeds (at every refresh, on its own device) and holds only its "
             "1/N of the index, and every search merges the ranks' top-k (the same hits as one exact index). Without "
-            "it every rank loads the whole index after each refresh, which rank 0 alone builds. No effect on one "
-            "process."
+            "it every rank loads the whole index after each refresh, which rank 0 alone builds. On one process it "
+            "has no effect (a warning says so)."
         },
     )
     rebuild_final_index: bool = field(
@@ -340,6 +316,12 @@ class PretrainingArguments:
             raise ValueError(
                 f"--null_document_score must be 'embedding' (the paper's) or 'learned', got {self.null_document_score!r}."
             )
+        if self.retriever_gate_utility is not None and not self.use_null_document:
+            raise ValueError(
+                f"--retriever_gate_utility {self.retriever_gate_utility:g} measures reading against the null document, "
+                "but --use_null_document is False: keep the null document, or drop the gate (--retriever_gate_utility "
+                "null)."
+            )
         if self.null_document_score is not None and not self.use_null_document:
             raise ValueError(
                 f"--null_document_score {self.null_document_score} scores the null document, but --use_null_document "
@@ -348,28 +330,16 @@ class PretrainingArguments:
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
         if self.refresh_mode is not None:  # the default mode is resolved with the device (`refresh_resources`)
-            refuse_ignored_refresh_settings(
-                self.refresh_mode, self.refresh_niceness, self.refresh_trainer_threads, self.refresh_time_share
-            )
+            refuse_ignored_refresh_settings(self.refresh_mode, self.refresh_time_share)
 
 
-def refuse_ignored_refresh_settings(
-    mode: str, niceness: int | None, trainer_threads: int | None, time_share: float | None
-) -> None:
+def refuse_ignored_refresh_settings(mode: str, time_share: float | None) -> None:
     r"""
-    Refuse an index-builder setting that the builder's `mode` would ignore: `refresh_niceness` and
-    `refresh_trainer_threads` act on a builder process only, `refresh_time_share` on a paced builder only.
+    Refuse `refresh_time_share` where the builder's `mode` would ignore it: it paces a paced builder only.
 
     Raises:
-        [`UsageError`]: naming the option, its value, the mode and the fix.
+        [`UsageError`]: naming the value, the mode and the fix.
     """
-    given = {"refresh_niceness": niceness, "refresh_trainer_threads": trainer_threads}
-    for option, value in given.items():
-        if value is not None and mode != "process":
-            raise UsageError(
-                f"--{option} {value} sets the builder process's resources, but the builder runs in {mode} mode: "
-                f"add --refresh_mode process, or drop --{option}."
-            )
     if time_share is not None and mode != "paced":
         raise UsageError(
             f"--refresh_time_share {time_share:g} paces the builder: use --refresh_mode paced (got --refresh_mode "
@@ -469,28 +439,28 @@ class OpenQaArguments:
                   "fine-tuned query tower learns the answer type rather than the question (the demo's 'which river "
                   "flows through cairo' came to retrieve river articles, not Cairo's)."},
     )
-    reader_warmup_steps: int = field(
+    evidence_steps: int = field(
         default=0,
-        metadata={"help": "First N steps train the reader alone on each question's evidence block: the best-ranked "
-                  "of the top reader_warmup_depth blocks that holds an answer (the reading warm-up of pre-training, "
-                  "for spans; about top_k times cheaper per step)."},
+        metadata={"help": "First N steps read each question with its evidence block alone, the best-ranked of its "
+                  "top evidence_search_depth blocks that holds an answer, instead of its top_k blocks: the reader "
+                  "learns where answers are in a block that has one (about top_k times cheaper per step). 0: none."},
     )
-    reader_warmup_depth: int = field(
-        default=20, metadata={"help": "Retrieved blocks searched for each question's evidence block in the warm-up."}
+    evidence_search_depth: int = field(
+        default=20, metadata={"help": "Retrieved blocks searched for each question's evidence block."}
     )
-    reader_warmup_negatives: int = field(
+    evidence_negatives: int = field(
         default=0,
-        metadata={"help": "Hard negatives read beside each evidence block in the warm-up: the best-ranked of the top "
-                  "reader_warmup_depth blocks without an answer, weighted by p(z|x). With span_normalization "
+        metadata={"help": "Hard negatives read beside each evidence block: the best-ranked of the top "
+                  "evidence_search_depth blocks without an answer, weighted by p(z|x). With span_normalization "
                   "'global' the reader learns to say which block answers, not only where in a given block (each "
                   "costs one more read per question); with 'block' a negative adds no gradient. Unless the retriever is "
-                  "frozen, the query tower then learns in the warm-up too, from p(z|x) over these blocks."},
+                  "frozen, the query tower then learns in the evidence steps too, from p(z|x) over these blocks."},
     )
     rehearsal_file: str | None = field(
         default=None,
         metadata={"help": "QA JSONL of reading questions (e.g. the demo's wh-cloze questions) mixed into the training "
-                  "questions after the warm-up: each is read as in the warm-up, with its evidence block and "
-                  "reader_warmup_negatives hard negatives, while the training questions are read with their top_k "
+                  "questions after the evidence steps: each is read as in them, with its evidence block and "
+                  "evidence_negatives hard negatives, while the training questions are read with their top_k "
                   "retrieved blocks. Rehearsal keeps what a reading stage taught the reader (which block answers) "
                   "while it learns the real questions."},
     )

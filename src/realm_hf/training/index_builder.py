@@ -15,6 +15,7 @@ import torch
 
 from ..checkpoints.parts import CheckpointSource, find_retriever, load_tokenizer_from
 from ..index import RealmIndex
+from ..index.refresh.options import builder_defaults
 from ..index.sharded import build_shard
 from ..utils.files import reading_file
 from ..utils.precision import autocast_dtype
@@ -124,7 +125,10 @@ def refresh_resources(
     time_share: float | None = None,
 ) -> RefreshResources:
     r"""
-    Resolve the builder's device and thread budget from the pre-training arguments.
+    Resolve the builder's device and resources: from the pre-training arguments (`refresh_device`, `refresh_mode`,
+    `refresh_time_share`), the rest fixed per mode ([`~realm_hf.index.refresh.options.builder_defaults`]) unless a
+    caller from Python sets them (`num_threads`, `niceness`, `trainer_threads`: e.g. `benchmarks/bench_refresh.py`'s
+    half/half partition of the cores, passed to [`RealmPretrainer`] as `refresh_resources`).
 
     Defaults: the builder runs on the trainer's device when that is a GPU (embedding there is tens of times faster
     than on the CPU; give `"cuda:1"` for a GPU of its own), in a spawned process with 1 CPU thread (it feeds the GPU)
@@ -138,16 +142,17 @@ def refresh_resources(
     Args:
         trainer_device: The trainer's device (`accelerator.device`).
         device: `refresh_device`: `"cpu"`, `"cuda"`, `"cuda:1"`, or None for the default above.
-        num_threads: `refresh_threads`: builder torch threads (None: the default above).
-        niceness: `refresh_niceness`: `os.nice` increment of the builder process (None: the default above).
-        trainer_threads: `refresh_trainer_threads`: trainer threads while a build runs (None: unchanged).
+        num_threads: Builder torch threads (None: the mode's default, 1).
+        niceness: `os.nice` increment of a builder process, `mode="process"` only (None: the mode's default).
+        trainer_threads: Trainer threads while a builder process builds, `mode="process"` only (None: unchanged).
         cores: CPU cores (defaults to `os.cpu_count()`).
         mode: `refresh_mode`: `"process"`, `"thread"`, `"paced"`, or None for the default above.
         time_share: `refresh_time_share` of a paced builder (None: `DEFAULT_TIME_SHARE`).
 
     Raises:
         `ValueError`: for a device that is neither CPU nor CUDA, or CUDA asked for where there is none; a setting
-        the resolved mode ignores ([`refuse_ignored_refresh_settings`]).
+        the resolved mode ignores (`niceness` or `trainer_threads` outside process mode;
+        [`refuse_ignored_refresh_settings`] for `time_share` outside paced mode).
     """
     trainer = torch.device(trainer_device)
     target = torch.device(device) if device else (trainer if trainer.type == "cuda" else torch.device("cpu"))
@@ -160,12 +165,19 @@ def refresh_resources(
     on_cpu = target.type == "cpu"
     cores = cores or os.cpu_count() or 1
     mode = mode or ("paced" if on_cpu else "process")  # values checked by PretrainingArguments
-    refuse_ignored_refresh_settings(mode, niceness, trainer_threads, time_share)
+    refuse_ignored_refresh_settings(mode, time_share)
+    for name, value in (("niceness", niceness), ("trainer_threads", trainer_threads)):
+        if value is not None and mode != "process":
+            raise ValueError(
+                f"{name}={value} sets a builder process's resources, but the builder runs in {mode} mode: pass "
+                f"mode='process', or leave {name} out."
+            )
+    defaults = builder_defaults(mode, on_cpu)
     return RefreshResources(
         device=str(target),
-        num_threads=num_threads if num_threads is not None else 1,
-        niceness=niceness if niceness is not None else (19 if on_cpu and mode == "process" else 0),
-        trainer_threads=trainer_threads if trainer_threads is None else max(1, min(trainer_threads, cores)),
+        num_threads=num_threads if num_threads is not None else defaults["num_threads"],
+        niceness=niceness if niceness is not None else defaults["niceness"],
+        trainer_threads=defaults["trainer_threads"] if trainer_threads is None else max(1, min(trainer_threads, cores)),
         mode=mode,
         time_share=(time_share or DEFAULT_TIME_SHARE) if mode == "paced" else None,
     )

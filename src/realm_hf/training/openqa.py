@@ -89,10 +89,10 @@ class OpenQaTrainer(TrainingLoop):
     with a gold span in the retrieved blocks (the rest contribute no loss; a batch with none has loss 0, which
     `loss` averages in), `answerable_loss`, the loss averaged over batches with some answerable question only, and
     `gold_retrieval_mass`, the `p(z|x)` put on blocks holding the answer (averaged over answerable questions; it rises
-    as the query tower learns). During the `reader_warmup_steps` each question is read with its evidence block only
-    (and `reader_warmup_negatives` hard negatives, see [`evidence_batch`]): `answerable` is then the fraction with an
-    answer in the top `reader_warmup_depth`. Rehearsed reading questions (`rehearsal_file`) are read that way after
-    the warm-up too, beside the training questions of the same batch; `rehearsal_loss` is their loss, and the other
+    as the query tower learns). During the `evidence_steps` each question is read with its evidence block only (and
+    `evidence_negatives` hard negatives, see [`evidence_batch`]): `answerable` is then the fraction with an answer in
+    the top `evidence_search_depth`. Rehearsed reading questions (`rehearsal_file`) are read that way after the
+    evidence steps too, beside the training questions of the same batch; `rehearsal_loss` is their loss, and the other
     figures are the training questions'.
     With an eval file, `evaluate` reports exact match, Recall@k and the reader's ceiling (`answerable`).
 
@@ -297,14 +297,14 @@ class OpenQaTrainer(TrainingLoop):
 
     def evidence_batch(self, examples: list[dict]) -> dict:
         r"""
-        The reader warm-up's batch: for each question, the best-ranked of its top `reader_warmup_depth` blocks that
-        holds an answer span, followed by `reader_warmup_negatives` hard negatives: the best-ranked of those blocks
+        The batch of an evidence step: for each question, the best-ranked of its top `evidence_search_depth` blocks
+        that holds an answer span, followed by `evidence_negatives` hard negatives: the best-ranked of those blocks
         that hold none (blocks with another answer span only where too few hold none). With no negatives the evidence
         block is the only candidate (`K = 1`, so `p(z|x) = 1` and the query tower gets no gradient); with them
         `p(z|x)` is the retriever's softmax over these `1 + negatives` blocks. A question with no evidence keeps its
         top block in its place, which holds no gold span and adds no loss.
         """
-        depth = self.openqa_args.reader_warmup_depth
+        depth = self.openqa_args.evidence_search_depth
         batch = retrieve_and_collate(
             self.open_qa_model, self.index, self.collator, examples, depth, device=self.accelerator.device,
         )
@@ -314,7 +314,7 @@ class OpenQaTrainer(TrainingLoop):
         # negatives: blocks without an answer first, each group in retrieval order; never the evidence block itself
         order = has_gold.long() * depth + torch.arange(has_gold.shape[1])  # [B, depth]
         order[rows, evidence] = 2 * depth
-        negatives = order.argsort(-1)[:, : min(self.openqa_args.reader_warmup_negatives, has_gold.shape[1] - 1)]
+        negatives = order.argsort(-1)[:, : min(self.openqa_args.evidence_negatives, has_gold.shape[1] - 1)]
         chosen = torch.cat([evidence.unsqueeze(1), negatives], dim=1)  # [B, 1 + negatives]
         for name in ("reader_input_ids", "reader_attention_mask", "reader_token_type_ids", "candidate_embeds",
                      "start_positions", "end_positions", "candidate_block_ids"):
@@ -324,7 +324,7 @@ class OpenQaTrainer(TrainingLoop):
         return batch
 
     def training_step(self, examples: list[dict]) -> tuple[torch.Tensor, dict[str, float | torch.Tensor]]:
-        if self.step < self.openqa_args.reader_warmup_steps:
+        if self.step < self.openqa_args.evidence_steps:
             return self.read(examples, evidence=True)
         questions = [e for e in examples if not e.get(REHEARSAL_KEY)]
         rehearsed = [e for e in examples if e.get(REHEARSAL_KEY)]

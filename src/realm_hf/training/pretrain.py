@@ -6,8 +6,8 @@ with the fresh retriever (differentiable); run the knowledge-augmented encoder o
 `-log Σ_z p(y|z,x) p(z|x)`. Between steps the trainer swaps in a refreshed index when the background builder has
 finished one.
 
-This module is the trainer: its step, the retriever's schedule (reading warm-up, freeze, utility gate) and its
-checkpoint state. The index over the run is `training.pretrain_index`, the held-out figures
+This module is the trainer: its step, the retriever's start schedule (reading warm-up, utility gate:
+`training.retriever_learning`) and its checkpoint state. The index over the run is `training.pretrain_index`, the held-out figures
 `training.pretrain_evaluation`, the models it starts from `training.models`.
 """
 
@@ -25,7 +25,7 @@ from ..index import RealmIndex
 from ..evaluation.answer_match import CorpusAnswerFinder
 from ..modeling import RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
-from .index_builder import refresh_resources
+from .index_builder import RefreshResources, refresh_resources
 from .loop import TrainingLoop, as_examples, decay_parameter_groups
 from .models import load_models, pretraining_tokenizer_path
 from ..utils.precision import resolve_embed_dtype
@@ -36,10 +36,25 @@ from .pretraining_model import RealmPretrainingModel
 from .pretraining_record import pretraining_record
 from .trained_corpus import corpus_record
 from .reading_steps import ReadingSchedule
-from .retriever_learning import RetrieverLearningTracker, retrieval_diversity
+from .retriever_learning import RetrieverLearningTracker, RetrieverStartSchedule, retrieval_diversity
 from .zero3 import whole_copy
 
 logger = logging.getLogger(__name__)
+
+
+def retriever_frozen_by(
+    retriever: RealmRetriever, learning_rate: float, pretraining_args: PretrainingArguments
+) -> str | None:
+    """The setting that keeps the retriever from ever learning (a zero learning rate, no trainable parameter), or
+    None."""
+    rate = pretraining_args.retriever_learning_rate
+    if rate == 0:
+        return "retriever_learning_rate=0"
+    if rate is None and learning_rate == 0:
+        return "learning_rate=0"
+    if not any(p.requires_grad for p in retriever.parameters()):
+        return "requires_grad=False"
+    return None
 
 
 class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
@@ -56,6 +71,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             Held-out masked sentences (columns of [`build_masked_dataset`]) to evaluate on instead of
             `eval_mlm_examples` sentences split off the training data. With a `gold_block_id` column (the block that
             holds the fact), evaluation also reports how well the retriever finds it (see [`evaluate_sentences`]).
+        resources ([`RefreshResources`], *optional*):
+            The index builder's device, mode and resources, e.g. a partition of the CPU cores
+            (`refresh_resources("cpu", num_threads=1, niceness=0, trainer_threads=1, mode="process")`); default: those
+            of `refresh_device`, `refresh_mode` and `refresh_time_share`, the rest fixed per mode.
     """
 
     def __init__(
@@ -66,37 +85,28 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         pretraining_args: PretrainingArguments,
         tagger=None,
         eval_examples: datasets.Dataset | None = None,
+        resources: RefreshResources | None = None,
     ):
         from .loop import make_accelerator
 
-        if pretraining_args.retriever_gate_utility is not None and not pretraining_args.use_null_document:
-            raise ValueError(
-                f"retriever_gate_utility={pretraining_args.retriever_gate_utility} measures reading against the null "
-                "document, but use_null_document=False. Keep the null document, or drop the gate."
-            )
         accelerator = make_accelerator(
             loop_args,
             find_unused_parameters=pretraining_args.reading_warmup_steps > 0
             or pretraining_args.retriever_gate_utility is not None,
         )
         # before any work: a builder setting its mode would ignore is refused here
-        self.refresh_resources = refresh_resources(
-            accelerator.device, pretraining_args.refresh_device, pretraining_args.refresh_threads,
-            pretraining_args.refresh_niceness, pretraining_args.refresh_trainer_threads,
-            mode=pretraining_args.refresh_mode, time_share=pretraining_args.refresh_time_share,
+        self.refresh_resources = resources or refresh_resources(
+            accelerator.device, pretraining_args.refresh_device, mode=pretraining_args.refresh_mode,
+            time_share=pretraining_args.refresh_time_share,
         )
+        if pretraining_args.shard_index and accelerator.num_processes == 1:
+            logger.warning(
+                "--shard_index has no effect on one process: the whole index is built and searched here; launch "
+                "several processes (accelerate launch --num_processes N) to shard it."
+            )
         logger.info("Recipe: %s", pretraining_args.recipe or "none (the settings given)")
         corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
         self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
-        # the first step the retriever may learn (after the reading warm-up and retriever_freeze_steps)
-        self.scheduled_retriever_start = max(
-            pretraining_args.retriever_freeze_steps, pretraining_args.reading_warmup_steps
-        )
-        # the step from which the retriever learns: known now, or decided by the utility gate (None until it opens)
-        self.retriever_start_step: int | None = (
-            self.scheduled_retriever_start if pretraining_args.retriever_gate_utility is None else None
-        )
-        self.utility_window: list[float] = []  # per-step mean reading utility of the top block, while the gate waits
         self._step_utilities: list[float] = []  # this step's micro-batches
         self._step_diversity: list[float] = []  # retrieval diversity of this step's micro-batches
         self.last_retrieved_ids: torch.Tensor | None = None  # [B, k-1] of the latest search
@@ -133,6 +143,11 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             for use_null_document in (pretraining_args.use_null_document, False)
         )
         self.num_retrieved = pretraining_args.num_candidates - int(pretraining_args.use_null_document)
+        # whether the retriever learns at each step (reading warm-up, utility gate, a retriever that never learns);
+        # made before the optimizer, whose retriever group asks it for its start step
+        self.retriever_schedule = RetrieverStartSchedule.for_run(
+            pretraining_args, retriever_frozen_by(retriever, loop_args.learning_rate, pretraining_args)
+        )
         generator = torch.Generator().manual_seed(loop_args.seed)
         dataloader = torch.utils.data.DataLoader(
             self.train_examples, batch_size=loop_args.per_device_batch_size, shuffle=True, generator=generator,
@@ -142,24 +157,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             loop_args, RealmPretrainingModel(retriever, encoder), dataloader, accelerator=accelerator,
             config={**vars(model_args), **vars(corpus_args), **vars(pretraining_args), **vars(loop_args)},
         )
-        self.retriever_learning = RetrieverLearningTracker(
-            gate_utility=pretraining_args.retriever_gate_utility, gate_window=pretraining_args.retriever_gate_window,
-            freeze_steps=pretraining_args.retriever_freeze_steps,
-            reading_warmup_steps=pretraining_args.reading_warmup_steps,
-            frozen_by=self._retriever_frozen_by(),
-        )
+        self.retriever_learning = RetrieverLearningTracker(self.retriever_schedule)
         self._prepare_index(work)
-
-    def _retriever_frozen_by(self) -> str | None:
-        """The setting that keeps the retriever from ever learning (a zero learning rate, no trainable parameter)."""
-        rate = self.pretraining_args.retriever_learning_rate
-        if rate == 0:
-            return "retriever_learning_rate=0"
-        if rate is None and self.args.learning_rate == 0:
-            return "learning_rate=0"
-        if not any(p.requires_grad for p in self.retriever.parameters()):
-            return "requires_grad=False"
-        return None
 
     def parameter_groups(self, model: RealmPretrainingModel) -> list[dict]:
         """The encoder's BERT, its MLM head (at `mlm_head_learning_rate` when given) and the retriever (from
@@ -182,11 +181,16 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             ),
         ]
 
+    @property
+    def retriever_start_step(self) -> int | None:
+        """The step (0-based) from which the retriever learns; None before the gate opens, or when it never learns."""
+        return self.retriever_schedule.start_step
+
     def retriever_learns(self, step: int) -> bool:
-        """Whether the retriever learns at `step` (0-based: the step being taken). It does not during the reading
-        warm-up and `retriever_freeze_steps`, nor, with `retriever_gate_utility`, before the gate opens."""
-        started = self.retriever_start_step is not None and step >= self.retriever_start_step
-        return started and not self.is_reading_step(step)
+        """Whether the retriever learns at `step` (0-based: the step being taken), by [`RetrieverStartSchedule`]: not
+        during the reading warm-up, nor, with `retriever_gate_utility`, before the gate opens, nor ever with a zero
+        learning rate."""
+        return self.retriever_schedule.learns(step)
 
     def is_reading_step(self, step: int) -> bool:
         """Whether `step` (0-based) reads each sentence's own block alone ([`ReadingSchedule`])."""
@@ -195,24 +199,21 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
     def _update_utility_gate(self, step: int) -> dict[str, float]:
         """After `step` steps: record the step's reading utility of the top block (averaged over processes) and open
         the gate when its mean over the window reaches `retriever_gate_utility`."""
-        args = self.pretraining_args
+        schedule = self.retriever_schedule
         utilities, self._step_utilities = self._step_utilities, []
-        if args.retriever_gate_utility is None or self.retriever_start_step is not None or not utilities:
-            return {}
-        if step <= self.scheduled_retriever_start:
+        if not schedule.gate_waiting or not utilities or step <= schedule.reading_warmup_steps:
             return {}
         utility = torch.tensor(sum(utilities) / len(utilities), device=self.accelerator.device)
         utility = self.accelerator.reduce(utility, reduction="mean").item()  # the same decision on every rank
-        self.utility_window = (self.utility_window + [utility])[-args.retriever_gate_window :]
-        window_mean = sum(self.utility_window) / len(self.utility_window)
-        self.retriever_learning.observe_gate(window_mean, len(self.utility_window))
-        if len(self.utility_window) == args.retriever_gate_window and window_mean >= args.retriever_gate_utility:
-            self.retriever_start_step = step
+        window_mean = schedule.observe_utility(step, utility)
+        window = len(schedule.utility_window)
+        self.retriever_learning.observe_gate(window_mean, window)
+        if schedule.start_step is not None:
             self.retriever_learning.gate_opened(step)
             logger.info(
                 "The encoder reads the retrieved blocks (reading utility of the top block %.3f >= %.3f over %d steps): "
                 "the gate opens after step %d, the retriever learns from step %d", window_mean,
-                args.retriever_gate_utility, len(self.utility_window), step, step + 1,
+                schedule.gate_utility, window, step, step + 1,
             )
         return {"ru_gate_window_mean": window_mean}
 
@@ -229,10 +230,10 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         collapse = self.retriever_learning.observe_retrieval(step, sum(diversity) / len(diversity)) if diversity else None
         if collapse is not None and self.accelerator.is_main_process:
             logger.warning(collapse)
-        # no refresh while the retriever is frozen (reading warm-up, retriever_freeze_steps, the utility gate); none
+        # no refresh while the retriever is frozen (reading warm-up, the utility gate, a zero learning rate); none
         # is requested at the last step (the final rebuild replaces it), where a finished one is still swapped in
         last = step >= self.args.max_steps
-        started = self.retriever_start_step is not None and step - 1 >= self.retriever_start_step
+        started = self.retriever_learns(step - 1)
         swapped = self._swap_refreshed_index(step, refresh=started, request=not last)
         logs: dict[str, float] = {"index_step": float(self.index.step or 0), **gate_logs}
         logs["retriever_learning"] = float(self.retriever_learning.learning)  # at the step just taken
@@ -334,8 +335,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         return batch, null_index
 
     def frozen_parameters(self) -> list[torch.nn.Parameter]:
-        """The retriever's parameters while it does not learn (reading warm-up, `retriever_freeze_steps`, a closed
-        gate): on several processes DDP computes their gradients, which are dropped here."""
+        """The retriever's parameters while it does not learn (reading warm-up, a closed gate, a zero learning rate):
+        on several processes DDP computes their gradients, which are dropped here."""
         if self.retriever_learns(self.step):
             return []
         return list(self.retriever.parameters())
@@ -367,15 +368,11 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             diversity = retrieval_diversity(self.last_retrieved_ids, len(self.blocks))
             self._step_diversity.append(diversity)
             logs["retrieved_distinct"] = diversity
-        if "ru_top" in logs and self._gate_waiting():
+        if "ru_top" in logs and self.retriever_schedule.gate_waiting:
             self._step_utilities.append(float(logs["ru_top"]))  # the gate decides between steps: read it now
         return out.loss, logs
 
     retrieval_logs = staticmethod(step_retrieval_logs)  # an attribute: benchmarks/bench_step_overhead.py times it
-
-    def _gate_waiting(self) -> bool:
-        """Whether the utility gate (`retriever_gate_utility`) has yet to open, and so needs each step's utility."""
-        return self.pretraining_args.retriever_gate_utility is not None and self.retriever_start_step is None
 
     # ------------------------------------------------------------------------------------------- evaluation
     @torch.no_grad()
@@ -445,14 +442,12 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             "index_step": self.index.step, "index_fingerprint": self.index.fingerprint, "refresh_stats": stats,
             # refreshes requested but not swapped in: a resumed run takes them up at once (resume_in_flight)
             "refresh_in_flight": self.refresher.in_flight() if self.refresher is not None else [],
-            "retriever_start_step": self.retriever_start_step, "utility_window": self.utility_window,
+            **self.retriever_schedule.state_dict(),  # retriever_start_step, utility_window
             "retriever_learning": self.retriever_learning.state_dict(),
         }
 
     def load_extra_state(self, state: dict) -> None:
-        if self.pretraining_args.retriever_gate_utility is not None:
-            self.retriever_start_step = state.get("retriever_start_step")
-            self.utility_window = list(state.get("utility_window", []))
+        self.retriever_schedule.load_state_dict(state)
         if "retriever_learning" in state:
             self.retriever_learning.load_state_dict(state["retriever_learning"])
         else:  # a checkpoint of an older realm_hf: the retriever has learned since its start step

@@ -1,15 +1,22 @@
-"""Whether the retriever learns during REALM pre-training: a status per step, a summary of the run, a saved record.
+"""Whether the retriever learns during REALM pre-training: its start schedule, a status per step, a summary of the
+run, a saved record.
 
-The retriever learns only from the masked-LM signal through `p(z|x)`. The reading warm-up, `retriever_freeze_steps`,
-the utility gate (`retriever_gate_utility`) and a zero retriever learning rate hold it frozen; a run whose retriever
-never learned is a run of the encoder alone, and the user is told so, with the knob that held it.
+The retriever learns only from the masked-LM signal through `p(z|x)`. One schedule, [`RetrieverStartSchedule`],
+decides at each step whether it learns and, when not, which setting holds it: a zero learning rate (frozen for the
+whole run), the reading warm-up (`reading_warmup_steps`) or the utility gate (`retriever_gate_utility`). A run whose
+retriever never learned is a run of the encoder alone, and [`RetrieverLearningTracker`] tells the user so, with the
+setting that held it.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from .arguments import PretrainingArguments
 
 LOW_LEARNING_FRACTION = 0.1
 """Below this fraction of its steps, a run whose retriever learned is summed up as a warning."""
@@ -25,7 +32,6 @@ DIVERSITY_WINDOW = 20
 _FIXES = {
     "retriever_gate_utility": "lower the gate (--retriever_gate_utility), train longer (--max_steps), or drop "
     "retriever_gate_utility from the config (no gate)",
-    "retriever_freeze_steps": "lower --retriever_freeze_steps or raise --max_steps",
     "reading_warmup_steps": "lower --reading_warmup_steps or raise --max_steps",
     "retriever_learning_rate": "set --retriever_learning_rate above 0",
     "learning_rate": "set --learning_rate (or --retriever_learning_rate) above 0",
@@ -49,6 +55,90 @@ def retrieval_diversity(retrieved_ids: torch.Tensor, num_blocks: int) -> float:
     return retrieved_ids.unique().numel() / max(1, attainable)
 
 
+class RetrieverStartSchedule:
+    r"""
+    When the retriever starts to learn in REALM pre-training: the one schedule behind the reading warm-up, the utility
+    gate and a retriever frozen for the whole run.
+
+    The retriever learns at step `t` (0-based) when it can learn at all (`frozen_by` is None), `t` is past the reading
+    warm-up (its steps read each sentence's own block alone, no retrieval) and, with a gate, the gate has opened: the
+    top retrieved block's reading utility, `log p(y|z,x) - log p(y|null,x)`, averaged over `gate_window` steps after
+    the warm-up, reached `gate_utility`. From then on it learns at every step ([`start_step`]). While it does not, the
+    index is not refreshed (the document tower does not change).
+
+    Args:
+        reading_warmup_steps (`int`, *optional*, defaults to 0):
+            `reading_warmup_steps`: the first steps, which read each sentence's own block alone.
+        gate_utility (`float`, *optional*):
+            `retriever_gate_utility`: the utility (nats) the gate waits for; None: no gate.
+        gate_window (`int`, *optional*, defaults to 20):
+            `retriever_gate_window`: the steps whose utility the gate averages.
+        frozen_by (`str`, *optional*):
+            The setting that keeps the retriever from ever learning: `"retriever_learning_rate=0"`, `"learning_rate=0"`
+            or `"requires_grad=False"`; None when there is none.
+    """
+
+    def __init__(
+        self,
+        reading_warmup_steps: int = 0,
+        gate_utility: float | None = None,
+        gate_window: int = 20,
+        frozen_by: str | None = None,
+    ):
+        self.reading_warmup_steps = reading_warmup_steps
+        self.gate_utility = gate_utility
+        self.gate_window = gate_window
+        self.frozen_by = frozen_by
+        # the 0-based step from which the retriever learns: known now, or decided by the gate (None until it opens,
+        # and for ever when frozen_by)
+        self.start_step: int | None = reading_warmup_steps if gate_utility is None and frozen_by is None else None
+        self.utility_window: list[float] = []  # per-step mean reading utility of the top block, while the gate waits
+
+    @classmethod
+    def for_run(cls, args: PretrainingArguments, frozen_by: str | None = None) -> RetrieverStartSchedule:
+        """The schedule of a run's [`PretrainingArguments`]; `frozen_by` as above."""
+        return cls(args.reading_warmup_steps, args.retriever_gate_utility, args.retriever_gate_window, frozen_by)
+
+    def learns(self, step: int) -> bool:
+        """Whether the retriever learns at `step` (0-based: the step being taken)."""
+        return self.start_step is not None and step >= self.start_step
+
+    def holding_knob(self, step: int) -> str | None:
+        """The setting that holds the retriever frozen at `step` (0-based); None when it learns."""
+        if self.frozen_by is not None:
+            return self.frozen_by.split("=")[0]
+        if step < self.reading_warmup_steps:
+            return "reading_warmup_steps"
+        return None if self.learns(step) else "retriever_gate_utility"
+
+    @property
+    def gate_waiting(self) -> bool:
+        """Whether a gate has yet to open, and so needs each step's reading utility."""
+        return self.gate_utility is not None and self.frozen_by is None and self.start_step is None
+
+    def observe_utility(self, step: int, utility: float) -> float | None:
+        """After `step` steps (1-based): the step's reading utility of the top block. Returns the gate's mean over
+        its window, None when the gate is not waiting or the step was one of the warm-up. The gate opens when a full
+        window's mean reaches `gate_utility`: the retriever learns from 0-based step `step` on."""
+        if not self.gate_waiting or step <= self.reading_warmup_steps:
+            return None
+        self.utility_window = (self.utility_window + [utility])[-self.gate_window :]
+        mean = sum(self.utility_window) / len(self.utility_window)
+        if len(self.utility_window) == self.gate_window and mean >= self.gate_utility:
+            self.start_step = step
+        return mean
+
+    def state_dict(self) -> dict:
+        """`retriever_start_step` and `utility_window` of a checkpoint's extra state."""
+        return {"retriever_start_step": self.start_step, "utility_window": list(self.utility_window)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Take back a checkpoint's gate (a schedule without a gate is decided by its settings alone)."""
+        if self.gate_utility is not None and self.frozen_by is None:
+            self.start_step = state.get("retriever_start_step")
+            self.utility_window = list(state.get("utility_window", []))
+
+
 class RetrieverLearningTracker:
     r"""
     Counts the optimizer steps at which the retriever learns and says what holds it frozen otherwise.
@@ -59,33 +149,16 @@ class RetrieverLearningTracker:
     is the state after ten steps).
 
     Args:
-        gate_utility (`float`, *optional*):
-            `retriever_gate_utility`: the retriever stays frozen until the reading utility, averaged over
-            `gate_window` steps, reaches it. None: no gate.
-        gate_window (`int`, *optional*, defaults to 1):
-            `retriever_gate_window`.
-        freeze_steps (`int`, *optional*, defaults to 0):
-            `retriever_freeze_steps`: the retriever is frozen during the first `freeze_steps` steps.
-        reading_warmup_steps (`int`, *optional*, defaults to 0):
-            `reading_warmup_steps`: the retriever is frozen during the reading warm-up.
-        frozen_by (`str`, *optional*):
-            The setting that keeps the retriever from ever learning: `"retriever_learning_rate=0"`,
-            `"learning_rate=0"` or `"requires_grad=False"`; None when there is none.
+        schedule ([`RetrieverStartSchedule`], *optional*):
+            The run's retriever-start schedule (default: none, the retriever learning from the first step).
     """
 
-    def __init__(
-        self,
-        gate_utility: float | None = None,
-        gate_window: int = 1,
-        freeze_steps: int = 0,
-        reading_warmup_steps: int = 0,
-        frozen_by: str | None = None,
-    ):
-        self.gate_utility = gate_utility
-        self.gate_window = gate_window
-        self.freeze_steps = freeze_steps
-        self.reading_warmup_steps = reading_warmup_steps
-        self.frozen_by = frozen_by
+    def __init__(self, schedule: RetrieverStartSchedule | None = None):
+        self.schedule = schedule if schedule is not None else RetrieverStartSchedule()
+        self.gate_utility = self.schedule.gate_utility
+        self.gate_window = self.schedule.gate_window
+        self.reading_warmup_steps = self.schedule.reading_warmup_steps
+        self.frozen_by = self.schedule.frozen_by
         self.steps_learning = 0
         self.steps_total = 0
         self.gate_opened_at_step: int | None = None
@@ -152,22 +225,15 @@ class RetrieverLearningTracker:
 
     def _holding_knob(self, step: int) -> str:
         """The setting that holds the retriever frozen at step `step` (1-based)."""
-        if self.frozen_by is not None:
-            return self.frozen_by.split("=")[0]
-        if step <= self.reading_warmup_steps and self.reading_warmup_steps >= self.freeze_steps:
-            return "reading_warmup_steps"
-        if step <= self.freeze_steps:
-            return "retriever_freeze_steps"
-        return "retriever_gate_utility"
+        return self.schedule.holding_knob(step - 1) or "retriever_gate_utility"
 
     def status(self) -> str:
         """One short line on the last recorded step, e.g. `"retriever: frozen (gate: utility 0.05 < 0.2)"`."""
         if self.learning:
             return "retriever: learning"
         knob = self.reason_frozen
-        if knob in ("reading_warmup_steps", "retriever_freeze_steps"):
-            until = self.reading_warmup_steps if knob == "reading_warmup_steps" else self.freeze_steps
-            return f"retriever: frozen ({knob}: until step {until})"
+        if knob == "reading_warmup_steps":
+            return f"retriever: frozen ({knob}: until step {self.reading_warmup_steps})"
         if knob == "retriever_gate_utility":
             if self.gate_opened_at_step is not None:
                 return f"retriever: frozen (gate opened: learns from step {self.gate_opened_at_step + 1})"
@@ -191,15 +257,9 @@ class RetrieverLearningTracker:
             return logging.WARNING, (
                 f"The retriever is frozen for the whole run: {self.frozen_by}{flag}; only the encoder learns."
             )
-        scheduled = max(self.freeze_steps, self.reading_warmup_steps)
-        knob = "reading_warmup_steps" if self.reading_warmup_steps >= self.freeze_steps else "retriever_freeze_steps"
-        if knob == "reading_warmup_steps" and scheduled >= max_steps:
-            return logging.INFO, _WARMUP_ONLY
+        scheduled, knob = self.reading_warmup_steps, "reading_warmup_steps"
         if scheduled >= max_steps:
-            return logging.WARNING, (
-                f"The retriever is frozen for the whole run: {knob}={scheduled} >= max_steps={max_steps} (--{knob}); "
-                "only the encoder learns."
-            )
+            return logging.INFO, _WARMUP_ONLY
         after = f" after step {scheduled} ({knob})" if scheduled > step else ""
         if self.gate_utility is not None and self.gate_opened_at_step is None:
             return logging.WARNING, (
@@ -249,8 +309,6 @@ class RetrieverLearningTracker:
 
     def _frozen_until(self, knob: str) -> int:
         """The last step (1-based) at which `knob` held the retriever frozen."""
-        if knob == "retriever_freeze_steps":
-            return self.freeze_steps
         if knob == "reading_warmup_steps":
             return self.reading_warmup_steps
         if self.gate_opened_at_step is not None:
@@ -264,9 +322,8 @@ class RetrieverLearningTracker:
             else:
                 reached = f"highest utility {self.highest_utility:.3g} (mean over {self.gate_window} steps)"
             return f"the gate (retriever_gate_utility={self.gate_utility}) never opened; {reached}"
-        if knob in ("retriever_freeze_steps", "reading_warmup_steps"):
-            steps = self.freeze_steps if knob == "retriever_freeze_steps" else self.reading_warmup_steps
-            return f"{knob}={steps} covers all {self.steps_total} steps"
+        if knob == "reading_warmup_steps":
+            return f"{knob}={self.reading_warmup_steps} covers all {self.steps_total} steps"
         return f"{self.frozen_by}"
 
     # ------------------------------------------------------------------------------------------- state

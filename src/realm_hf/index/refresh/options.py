@@ -7,12 +7,36 @@ from typing import Any
 
 from ..pacing import BuildPacer
 
-__all__ = ["MODES", "ON_BUSY", "check_refresh_options"]
+__all__ = ["MODES", "ON_BUSY", "builder_defaults", "check_refresh_options"]
 
 MODES = ("process", "thread")
 """Where a build runs: a `spawn`ed process, or a thread of the trainer."""
 ON_BUSY = ("pending", "skip")
 """What a request does while a build runs: queue the newest, or be dropped."""
+LOWEST_PRIORITY = 19
+"""The `os.nice` increment of a builder process on the CPU: it runs on the CPU time the trainer leaves."""
+
+
+def builder_defaults(mode: str, on_cpu: bool) -> dict[str, int | None]:
+    r"""
+    The builder's fixed resources per builder mode, those a trainer's command line does not set: `num_threads` (torch
+    threads of the builder), `niceness` (`os.nice` increment of a builder process) and `trainer_threads` (torch threads
+    of the trainer while a build runs; None: unchanged).
+
+    One torch thread for every builder: a builder on a GPU only feeds it, and one on the CPU shares the trainer's
+    cores (a paced or plain thread runs alone between steps or beside the trainer's threads; a process runs at the
+    lowest priority on the CPU time the trainer leaves, benchmarks/results/refresh.md). Only a builder process has a
+    priority of its own, and only on the CPU is it lowered.
+
+    Args:
+        mode (`str`): `"process"`, `"thread"` or `"paced"`.
+        on_cpu (`bool`): Whether the builder embeds on the CPU.
+    """
+    return {
+        "num_threads": 1,
+        "niceness": LOWEST_PRIORITY if on_cpu and mode == "process" else 0,
+        "trainer_threads": None,
+    }
 
 
 def check_refresh_options(
