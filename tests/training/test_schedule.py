@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from realm_hf.training.loop import _group_schedule, linear_schedule
+from realm_hf.training.schedule import group_schedule, linear_schedule
 
 
 @pytest.mark.parametrize("warmup", [0, 3, 10])
@@ -30,7 +30,7 @@ def test_a_late_group_is_zero_until_its_start_then_warms_up_and_decays_to_zero_w
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_paused_group_learns_before_its_pause_rests_during_it_then_warms_up_again(processes):
     def factor(step, pause):
-        return _group_schedule(step * processes, warmup_steps=4 * processes, total_steps=20 * processes,
+        return group_schedule(step * processes, warmup_steps=4 * processes, total_steps=20 * processes,
                                start_step=0, processes=processes, pause_steps=pause)
 
     # a reading warm-up of 6 steps, then 5 steps of rest
@@ -42,4 +42,4 @@ def test_a_paused_group_learns_before_its_pause_rests_during_it_then_warms_up_ag
     # a pause from the first step is a late start
     assert [factor(step, (0, 8)) for step in range(21)] == [linear_schedule(s, 4, 20, 8) for s in range(21)]
     # a group that has not started (the retriever before its gate opens) stays at 0 after the pause
-    assert _group_schedule(15, 4, 20, lambda: None, 1, pause_steps=(6, 11)) == 0.0
+    assert group_schedule(15, 4, 20, lambda: None, 1, pause_steps=(6, 11)) == 0.0

@@ -23,6 +23,44 @@ DEMO_OUTPUTS = {"knowledge": "outputs/demo", "wikipedia-qa": "outputs/demo-wikip
 logger = logging.getLogger(__name__)
 
 
+# --recipe wikipedia-qa's sizes of its stages, each a `DemoSettings` field of the same name: (flag, type, default, help)
+WIKIPEDIA_QA_STAGE_OPTIONS: tuple[tuple[str, type, int | float, str], ...] = (
+    ("--pretrain-articles", int, DEMO_PRETRAIN_ARTICLES, "Articles pre-trained on (default: %(default)s)."),
+    ("--pretrain-steps", int, DEMO_PRETRAIN_STEPS, "REALM pre-training steps (default: %(default)s)."),
+    ("--reading-steps", int, DEMO_READING_STEPS,
+     "Reading steps after pre-training: wh-cloze questions made from the corpus ('london stands on which river in "
+     "southeast england'), each read with its source block (needs spaCy) (default: %(default)s; 0: none)."),
+    ("--reading-negatives", int, DEMO_READING_NEGATIVES,
+     "Blocks without the answer read beside each reading question's source block, so that the reader learns which "
+     "block answers (default: %(default)s)."),
+    ("--reading-passes", int, DEMO_READING_PASSES,
+     "Times each reading question is read; the stage makes reading-steps x 4 / passes of them (default: "
+     "%(default)s)."),
+    ("--reader-warmup-steps", int, DEMO_READER_WARMUP_STEPS,
+     "Open-QA reader warm-up steps before fine-tuning: each training question read with its evidence block only "
+     "(default: %(default)s; 0: none)."),
+    ("--finetune-steps", int, DEMO_FINETUNE_STEPS,
+     "Open-QA fine-tuning steps after the warm-up (default: %(default)s)."),
+    ("--rehearsal-questions", int, DEMO_REHEARSAL_QUESTIONS,
+     "Reading questions mixed into fine-tuning and read as in the reading stage (source block and hard negatives), "
+     "so that fine-tuning keeps which block the reading stage taught the reader to choose; give --finetune-steps room "
+     "for them (default: %(default)s; 0: none)."),
+    ("--finetune-runs", int, DEMO_FINETUNE_RUNS,
+     "Fine-tunings, each reading the questions in another order; the demo answers with their weight average, a "
+     "model soup (default: %(default)s)."),
+    ("--reading-weight", float, DEMO_READING_WEIGHT,
+     "Weight of the reading stage's model in the model that answers, the weight average of it and the "
+     "fine-tuning(s) (WiSE-FT): keeps part of what fine-tuning overwrites (default: %(default)s; 0: the fine-tuned "
+     "model alone)."),
+)
+
+
+def _stage_settings(args: argparse.Namespace) -> dict[str, int | float]:
+    """The `DemoSettings` fields that `WIKIPEDIA_QA_STAGE_OPTIONS` set, from the parsed arguments."""
+    names = [flag[2:].replace("-", "_") for flag, *_ in WIKIPEDIA_QA_STAGE_OPTIONS]
+    return {name: getattr(args, name) for name in names}
+
+
 def add_parser(subparsers) -> None:
     """The `demo` subcommand and its options (each recipe's in a group of its own)."""
     parser = subparsers.add_parser(
@@ -64,46 +102,8 @@ def add_parser(subparsers) -> None:
         "--max-articles", type=int, default=None,
         help=f"Articles of the knowledge corpus (default: {DEMO_INDEX_ARTICLES:,}, with --retrieval-only too).",
     )
-    parser.add_argument("--pretrain-articles", type=int, default=DEMO_PRETRAIN_ARTICLES, help="Articles pre-trained on (default: %(default)s).")
-    parser.add_argument("--pretrain-steps", type=int, default=DEMO_PRETRAIN_STEPS, help="REALM pre-training steps (default: %(default)s).")
-    parser.add_argument(
-        "--reading-steps", type=int, default=DEMO_READING_STEPS,
-        help="Reading steps after pre-training: wh-cloze questions made from the corpus ('london stands on which river "
-        "in southeast england'), each read with its source block (needs spaCy) (default: %(default)s; 0: none).",
-    )
-    parser.add_argument(
-        "--reading-negatives", type=int, default=DEMO_READING_NEGATIVES,
-        help="Blocks without the answer read beside each reading question's source block, so that the reader learns "
-        "which block answers (default: %(default)s).",
-    )
-    parser.add_argument(
-        "--reading-passes", type=int, default=DEMO_READING_PASSES,
-        help="Times each reading question is read; the stage makes reading-steps x 4 / passes of them (default: "
-        "%(default)s).",
-    )
-    parser.add_argument(
-        "--reader-warmup-steps", type=int, default=DEMO_READER_WARMUP_STEPS,
-        help="Open-QA reader warm-up steps before fine-tuning: each training question read with its evidence block "
-        "only (default: %(default)s; 0: none).",
-    )
-    parser.add_argument("--finetune-steps", type=int, default=DEMO_FINETUNE_STEPS, help="Open-QA fine-tuning steps after the warm-up (default: %(default)s).")
-    parser.add_argument(
-        "--rehearsal-questions", type=int, default=DEMO_REHEARSAL_QUESTIONS,
-        help="Reading questions mixed into fine-tuning and read as in the reading stage (source block and hard "
-        "negatives), so that fine-tuning keeps which block the reading stage taught the reader to choose; give "
-        "--finetune-steps room for them (default: %(default)s; 0: none).",
-    )
-    parser.add_argument(
-        "--finetune-runs", type=int, default=DEMO_FINETUNE_RUNS,
-        help="Fine-tunings, each reading the questions in another order; the demo answers with their weight "
-        "average, a model soup (default: %(default)s).",
-    )
-    parser.add_argument(
-        "--reading-weight", type=float, default=DEMO_READING_WEIGHT,
-        help="Weight of the reading stage's model in the model that answers, the weight average of it and the "
-        "fine-tuning(s) (WiSE-FT): keeps part of what fine-tuning overwrites (default: %(default)s; 0: the "
-        "fine-tuned model alone).",
-    )
+    for flag, kind, default, help_text in WIKIPEDIA_QA_STAGE_OPTIONS:
+        parser.add_argument(flag, type=kind, default=default, help=help_text)
     parser.add_argument(
         "--train-retriever", action="store_true",
         help="Fine-tune the query tower too, as REALM's Open-QA does (default: off: on the demo's ~1,400 training "
@@ -211,11 +211,7 @@ def run(args: argparse.Namespace) -> int:
     questions_file = _auto_path(args.questions_file, "--questions-file", str(DEMO_QUESTIONS_FILE), "none", os.path.isfile, "a JSONL file")
     settings = DemoSettings(
         max_articles=DEMO_INDEX_ARTICLES if args.max_articles is None else args.max_articles,
-        pretrain_articles=args.pretrain_articles, pretrain_steps=args.pretrain_steps, reading_steps=args.reading_steps,
-        reading_negatives=args.reading_negatives, reading_passes=args.reading_passes,
-        reader_warmup_steps=args.reader_warmup_steps, finetune_steps=args.finetune_steps,
-        rehearsal_questions=args.rehearsal_questions, finetune_runs=args.finetune_runs,
-        reading_weight=args.reading_weight, tiny_models=args.tiny_models,
+        **_stage_settings(args), tiny_models=args.tiny_models,
         train_qa=train_qa, train_questions=args.train_questions, questions_file=questions_file,
         train_retriever=args.train_retriever, span_normalization=args.span_normalization, seed=args.seed,
     )

@@ -210,25 +210,29 @@ ICT_ARGUMENTS = (LoopArguments, ModelArguments, CorpusArguments, IctArguments)
 MLM_ARGUMENTS = (LoopArguments, ModelArguments, CorpusArguments, MlmArguments)
 
 
+def _train(
+    trainer: Callable[..., Any], arguments: tuple[type, ...], argv: Sequence[str] | None, prog: str | None,
+    description: str,
+) -> list[dict]:
+    """A training job: its command line parsed into the `arguments` dataclasses, which `trainer` takes in that order;
+    returns the logged history of `trainer(...).train()`."""
+    return trainer(*parse_command_line(arguments, argv, prog, description)).train()
+
+
 def main_pretrain(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
     r"""
     REALM pre-training with asynchronous index refresh ([`RealmPretrainer`]); the model and its index land in
     `<output_dir>/final`.
 
-    Args:
-        argv (`Sequence[str]`, *optional*): The arguments of [`LoopArguments`], [`ModelArguments`],
-            [`CorpusArguments`] and [`PretrainingArguments`] (default: `sys.argv[1:]`).
-        prog (`str`, *optional*): The command's name in messages.
-
-    Returns:
-        `list[dict]`: the logged history.
+    `argv` holds the arguments of [`LoopArguments`], [`ModelArguments`], [`CorpusArguments`] and
+    [`PretrainingArguments`] (default: `sys.argv[1:]`), `prog` is the command's name in messages; returns the logged
+    history.
     """
     from .pretrain import RealmPretrainer
 
-    loop, model, corpus, pretraining = parse_command_line(
-        PRETRAIN_ARGUMENTS, argv, prog, "REALM pre-training with asynchronous index refresh."
+    return _train(
+        RealmPretrainer, PRETRAIN_ARGUMENTS, argv, prog, "REALM pre-training with asynchronous index refresh."
     )
-    return RealmPretrainer(loop, model, corpus, pretraining).train()
 
 
 def main_mask(argv: Sequence[str] | None = None, prog: str | None = None) -> dict:
@@ -291,20 +295,12 @@ def main_ict(argv: Sequence[str] | None = None, prog: str | None = None) -> list
     Inverse Cloze Task warm start of the retriever ([`IctTrainer`]); the retriever lands in `<output_dir>/final`
     (pass it to pre-training with `--ict_warm_start`).
 
-    Args:
-        argv (`Sequence[str]`, *optional*): The arguments of [`LoopArguments`], [`ModelArguments`],
-            [`CorpusArguments`] and [`IctArguments`] (default: `sys.argv[1:]`).
-        prog (`str`, *optional*): The command's name in messages.
-
-    Returns:
-        `list[dict]`: the logged history.
+    `argv` holds the arguments of [`LoopArguments`], [`ModelArguments`], [`CorpusArguments`] and [`IctArguments`]
+    (default: `sys.argv[1:]`), `prog` is the command's name in messages; returns the logged history.
     """
     from .ict import IctTrainer
 
-    loop, model, corpus, ict = parse_command_line(
-        ICT_ARGUMENTS, argv, prog, "Inverse Cloze Task warm start of the REALM retriever."
-    )
-    return IctTrainer(loop, model, corpus, ict).train()
+    return _train(IctTrainer, ICT_ARGUMENTS, argv, prog, "Inverse Cloze Task warm start of the REALM retriever.")
 
 
 def main_mlm(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
@@ -314,20 +310,15 @@ def main_mlm(argv: Sequence[str] | None = None, prog: str | None = None) -> list
     `BertForMaskedLM` with its tokenizer lands in `<output_dir>/final`: pass it as `--encoder` of pre-training and
     fine-tuning.
 
-    Args:
-        argv (`Sequence[str]`, *optional*): The arguments of [`LoopArguments`], [`ModelArguments`],
-            [`CorpusArguments`] and [`MlmArguments`] (default: `sys.argv[1:]`).
-        prog (`str`, *optional*): The command's name in messages.
-
-    Returns:
-        `list[dict]`: the logged history.
+    `argv` holds the arguments of [`LoopArguments`], [`ModelArguments`], [`CorpusArguments`] and [`MlmArguments`]
+    (default: `sys.argv[1:]`), `prog` is the command's name in messages; returns the logged history.
     """
     from .mlm import MlmTrainer
 
-    loop, model, corpus, mlm = parse_command_line(
-        MLM_ARGUMENTS, argv, prog, "Masked-LM training of the knowledge-augmented encoder's start (a BERT that reads)."
+    return _train(
+        MlmTrainer, MLM_ARGUMENTS, argv, prog,
+        "Masked-LM training of the knowledge-augmented encoder's start (a BERT that reads).",
     )
-    return MlmTrainer(loop, model, corpus, mlm).train()
 
 
 def main_finetune(argv: Sequence[str] | None = None, prog: str | None = None) -> list[dict]:
@@ -335,21 +326,18 @@ def main_finetune(argv: Sequence[str] | None = None, prog: str | None = None) ->
     Open-QA fine-tuning of `RealmForOpenQA` ([`OpenQaTrainer`]): the index is built once from the document tower and
     kept fixed; the model, its tokenizer and its index land in `<output_dir>/final`.
 
-    Args:
-        argv (`Sequence[str]`, *optional*): The arguments of [`LoopArguments`], [`ModelArguments`],
-            [`CorpusArguments`] and [`OpenQaArguments`] (default: `sys.argv[1:]`).
-        prog (`str`, *optional*): The command's name in messages.
-
-    Returns:
-        `list[dict]`: the logged history (the last record holds the final evaluation when an `eval_file` is given).
+    `argv` holds the arguments of [`LoopArguments`], [`ModelArguments`], [`CorpusArguments`] and [`OpenQaArguments`]
+    (default: `sys.argv[1:]`), `prog` is the command's name in messages; returns the logged history (the last record
+    holds the final evaluation when an `eval_file` is given).
     """
     from .openqa import OpenQaTrainer
 
-    loop, model, corpus, openqa = parse_command_line(
+    return _train(
+        # the --config file is read for `corpus` once parse_command_line has checked it
+        lambda *arguments: OpenQaTrainer(*arguments, corpus_given=_is_given(argv, "corpus")),
         (LoopArguments, ModelArguments, CorpusArguments, OpenQaArguments), argv, prog,
         "Open-QA fine-tuning of RealmForOpenQA: query tower and reader trained, index fixed (REALM section 3.4).",
     )
-    return OpenQaTrainer(loop, model, corpus, openqa, corpus_given=_is_given(argv, "corpus")).train()
 
 
 def _is_given(argv: Sequence[str] | None, name: str) -> bool:

@@ -16,8 +16,6 @@ import math
 import os
 import shutil
 import time
-from collections import defaultdict
-from collections.abc import Callable
 
 import torch
 from accelerate import Accelerator
@@ -30,8 +28,12 @@ from ..utils.files import read_json_file, reading_model_files
 from .accelerator import make_accelerator  # also the loop's public name: the trainers import it from here
 from .arguments import LoopArguments
 from .early_stopping import EarlyStopping
+from .logging_window import LoggingWindow
 from .output_dir import (  # noqa: F401 - complete_checkpoints, latest_checkpoint: also the loop's public names
     FINAL_NAME, HISTORY_NAME, TRACKER_RUN_NAME, TRAINER_STATE, complete_checkpoints, latest_checkpoint,
+)
+from .schedule import (  # noqa: F401 - decay_parameter_groups, linear_schedule: also the loop's public names
+    SCHEDULE_OPTIONS, decay_parameter_groups, group_schedule, linear_schedule,
 )
 from .zero3 import whole_parameters
 
@@ -49,12 +51,6 @@ def as_examples(batch: list[dict]) -> list[dict]:
     return batch
 
 
-def _mean(values: list) -> float:
-    """The mean of a logging window's values (floats, or 0-d tensors read now), summed in order as floats."""
-    floats = [value.item() if isinstance(value, torch.Tensor) else value for value in values]
-    return sum(floats) / len(floats)
-
-
 def resolve_checkpoint(output_dir: str, checkpoint: str | None) -> str | None:
     """The checkpoint directory a `resume_from_checkpoint` value names: `"latest"` is the last complete checkpoint of
     `output_dir` (None when there is none, a fresh start); a path is returned as is, checked to be complete."""
@@ -68,51 +64,6 @@ def resolve_checkpoint(output_dir: str, checkpoint: str | None) -> str | None:
             "or 'latest'."
         )
     return checkpoint
-
-
-def decay_parameter_groups(
-    model: nn.Module, weight_decay: float, select: Callable[[str], bool] | None = None, **group_options
-) -> list[dict]:
-    """AdamW groups: no weight decay on biases, LayerNorm weights and the null document's learned logit.
-    `select(name)` keeps some of the parameters (named in `model`, so a tied weight is counted once); `group_options`
-    (e.g. `start_step`, `lr`) are added to both groups; empty groups are dropped."""
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        if not parameter.requires_grad or (select is not None and not select(name)):
-            continue
-        (no_decay if name.endswith(("bias", "null_document_logit")) or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return [{**group, **group_options} for group in groups if group["params"]]
-
-
-def linear_schedule(step: int, warmup_steps: int, total_steps: int, start_step: int | None = 0) -> float:
-    """Learning-rate factor of transformers' `get_linear_schedule_with_warmup` (linear warm-up over `warmup_steps`,
-    then linear decay to 0 at `total_steps`), held at 0 before `start_step` (and while it is None: not started yet)
-    and with the warm-up counted from it."""
-    if start_step is None or step < start_step:
-        return 0.0
-    if step - start_step < warmup_steps:
-        return (step - start_step) / max(1, warmup_steps)
-    return max(0.0, (total_steps - step) / max(1, total_steps - start_step - warmup_steps))
-
-
-# parameter-group options read by the schedule, not by the optimizer
-SCHEDULE_OPTIONS = ("start_step", "pause_steps")
-
-
-def _group_schedule(
-    step: int, warmup_steps: int, total_steps: int, start_step: int | Callable[[], int | None], processes: int,
-    pause_steps: tuple[int, int] | None = None,
-) -> float:
-    """`linear_schedule` of one parameter group; a callable `start_step` is asked at every step (it returns None
-    until the trainer decides that the group starts learning, e.g. the retriever's utility gate). During
-    `pause_steps` (`(first, end)`, optimizer steps) the group does not learn, and its warm-up starts again at `end`."""
-    start = start_step() if callable(start_step) else start_step
-    if pause_steps is not None and start is not None and step >= pause_steps[0] * processes:
-        if step < pause_steps[1] * processes:
-            return 0.0
-        start = max(start, pause_steps[1])
-    return linear_schedule(step, warmup_steps, total_steps, None if start is None else start * processes)
 
 
 class TrainingLoop:
@@ -152,7 +103,7 @@ class TrainingLoop:
         processes = self.accelerator.num_processes
         schedules = [
             functools.partial(
-                _group_schedule, warmup_steps=args.warmup_steps * processes,
+                group_schedule, warmup_steps=args.warmup_steps * processes,
                 total_steps=max(args.max_steps, 1) * processes, start_step=group.get("start_step", 0),
                 processes=processes, pause_steps=group.get("pause_steps"),
             )
@@ -321,6 +272,8 @@ class TrainingLoop:
 
     # ---------------------------------------------------------------------------------------------- the loop
     def train(self) -> list[dict]:
+        """Train to `max_steps` (or until early stopping), then evaluate, save `final/` and the history; returns the
+        history (one record per logging step and per evaluation)."""
         args = self.args
         skip = self.resume(args.resume_from_checkpoint) if args.resume_from_checkpoint else 0
         micro_per_epoch = len(self.dataloader)
@@ -330,80 +283,103 @@ class TrainingLoop:
         progress = tqdm(
             total=args.max_steps, initial=self.step, desc="train", disable=not self.accelerator.is_local_main_process
         )
-        running: dict[str, list[float]] = defaultdict(list)  # averaged over the logging window
-        latest: dict[str, float] = {}  # last value in the window (index version, refresh timings)
-        started, steps_at_start = time.time(), self.step
+        window = LoggingWindow(started=time.time(), steps_at_start=self.step)
         self.on_train_begin()
         if args.eval_on_start and self.step == 0:
-            self._log({f"eval/{k}": v for k, v in self.evaluate(0).items()})
+            self._log_evaluation(self.evaluate(0))
         self.model.train()
         stop = False
         while self.step < args.max_steps and not stop:
-            self.dataloader.set_epoch(epoch) if hasattr(self.dataloader, "set_epoch") else None
-            batches = self.accelerator.skip_first_batches(self.dataloader, skip) if skip else self.dataloader
+            stop = self._train_epoch(epoch, skip, progress, window)
             skip = 0
-            for batch in batches:
-                with self.accelerator.accumulate(self.model):
-                    loss, logs = self.training_step(batch)
-                    self.accelerator.backward(loss)
-                    if self.accelerator.sync_gradients:
-                        for parameter in self.frozen_parameters():
-                            parameter.grad = None
-                    if self.accelerator.sync_gradients and args.max_grad_norm > 0:
-                        self.accelerator.clip_grad_norm_(self.model.parameters(), args.max_grad_norm)
-                    self.optimizer.step()
-                    self.scheduler.step()
-                    self.optimizer.zero_grad()
-                # kept as tensors and read at the logging steps: an `.item()` here would wait for the device at
-                # every step, before the next batch is prepared
-                running["loss"].append(loss.detach().float())
-                for key, value in logs.items():
-                    running[key].append(value.detach() if isinstance(value, torch.Tensor) else float(value))
-                if not self.accelerator.sync_gradients:
-                    continue
-                self.step += 1
-                latest.update(self.on_step_end(self.step))
-                status = self.status()
-                if status:
-                    progress.set_postfix_str(status, refresh=False)
-                progress.update(1)
-                if self.step % args.logging_steps == 0 or self.step == args.max_steps:
-                    record = {key: _mean(values) for key, values in running.items() if values}
-                    record.update(latest)
-                    latest.clear()
-                    record["learning_rate"] = self.scheduler.get_last_lr()[0]
-                    record["steps_per_second"] = (self.step - steps_at_start) / max(time.time() - started, 1e-9)
-                    self._log(record, status)
-                    running.clear()
-                if args.eval_steps and self.step % args.eval_steps == 0:
-                    metrics = self.evaluate(self.step)
-                    self._log({f"eval/{k}": v for k, v in metrics.items()})
-                    stop = self._early_stop(metrics)
-                if args.save_steps and self.step % args.save_steps == 0:
-                    self.save_checkpoint()
-                if self.step >= args.max_steps or stop:
-                    break
             epoch += 1
         progress.close()
-        evaluated_last_step = bool(args.eval_steps) and self.step % args.eval_steps == 0
+        self._evaluate_at_end()
+        self._save_at_end()
+        return self._end_training()
+
+    def _train_epoch(self, epoch: int, skip: int, progress: tqdm, window: LoggingWindow) -> bool:
+        """One pass over the dataloader (its first `skip` micro-batches left out, after a resume), ended early at
+        `max_steps` or by early stopping; returns whether early stopping ended training."""
+        if hasattr(self.dataloader, "set_epoch"):
+            self.dataloader.set_epoch(epoch)
+        batches = self.accelerator.skip_first_batches(self.dataloader, skip) if skip else self.dataloader
+        for batch in batches:
+            loss, logs = self._micro_step(batch)
+            window.add(loss, logs)
+            if not self.accelerator.sync_gradients:
+                continue
+            self.step += 1
+            stop = self._after_optimizer_step(progress, window)
+            if self.step >= self.args.max_steps or stop:
+                return stop
+        return False
+
+    def _micro_step(self, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Forward and backward of one micro-batch; at the last of an accumulation, the frozen parameters' gradients
+        dropped, clipping, and the optimizer and schedule stepped."""
+        with self.accelerator.accumulate(self.model):
+            loss, logs = self.training_step(batch)
+            self.accelerator.backward(loss)
+            if self.accelerator.sync_gradients:
+                for parameter in self.frozen_parameters():
+                    parameter.grad = None
+            if self.accelerator.sync_gradients and self.args.max_grad_norm > 0:
+                self.accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad()
+        return loss, logs
+
+    def _after_optimizer_step(self, progress: tqdm, window: LoggingWindow) -> bool:
+        """What follows optimizer step `self.step`: the trainer's hook, the progress bar, the periodic log, an
+        evaluation and a checkpoint when due; returns whether early stopping ends training."""
+        args = self.args
+        window.latest.update(self.on_step_end(self.step))
+        status = self.status()
+        if status:
+            progress.set_postfix_str(status, refresh=False)
+        progress.update(1)
+        if self.step % args.logging_steps == 0 or self.step == args.max_steps:
+            self._log(window.record(self.step, self.scheduler.get_last_lr()[0]), status)
+        stop = False
+        if args.eval_steps and self.step % args.eval_steps == 0:
+            metrics = self.evaluate(self.step)
+            self._log_evaluation(metrics)
+            stop = self._early_stop(metrics)
+        if args.save_steps and self.step % args.save_steps == 0:
+            self.save_checkpoint()
+        return stop
+
+    def _evaluate_at_end(self) -> None:
+        """Evaluate the last step, unless the periodic evaluation just did."""
+        evaluated_last_step = bool(self.args.eval_steps) and self.step % self.args.eval_steps == 0
         final_eval = {} if evaluated_last_step else self.evaluate(self.step)
         if final_eval:
-            self._log({f"eval/{k}": v for k, v in final_eval.items()})
+            self._log_evaluation(final_eval)
+
+    def _save_at_end(self) -> None:
+        """`before_final_save` on every rank in lockstep, then `final/` (weights gathered whole under ZeRO-3) and the
+        history, written by the main process."""
         self.accelerator.wait_for_everyone()
         self.before_final_save()  # every rank, in lockstep
         self.accelerator.wait_for_everyone()
         # every rank: ZeRO-3 gathers the partitioned weights for the main process to save them whole
         with whole_parameters(self.accelerator, self.unwrapped_model()):
             if self.accelerator.is_main_process:
-                self.save_final(os.path.join(args.output_dir, FINAL_NAME))
+                self.save_final(os.path.join(self.args.output_dir, FINAL_NAME))
         if self.accelerator.is_main_process:
-            with open(os.path.join(args.output_dir, HISTORY_NAME), "w", encoding="utf-8") as f:
+            with open(os.path.join(self.args.output_dir, HISTORY_NAME), "w", encoding="utf-8") as f:
                 json.dump(self.history, f, indent=2)
+
+    def _end_training(self) -> list[dict]:
+        """`on_train_end`, its summary written into `trainer_state.json` beside the step, and the trackers closed;
+        returns the history."""
         summary = self.on_train_end()
         if self.early_stopping is not None:
             summary["early_stopping"] = self.early_stopping.state_dict()
         if self.accelerator.is_main_process:
-            write_json_atomic(os.path.join(args.output_dir, TRAINER_STATE), {"step": self.step, **summary})
+            write_json_atomic(os.path.join(self.args.output_dir, TRAINER_STATE), {"step": self.step, **summary})
         self.accelerator.end_training()
         return self.history
 
@@ -434,6 +410,10 @@ class TrainingLoop:
             self.accelerator.log(record, step=self.step)
         line = " ".join(f"{k}={v:.4g}" for k, v in sorted(record.items()))
         logger.info("step %d: %s%s", self.step, line, f" | {status}" if status else "")
+
+    def _log_evaluation(self, metrics: dict[str, float]) -> None:
+        """Log an evaluation's metrics under `eval/`."""
+        self._log({f"eval/{k}": v for k, v in metrics.items()})
 
 
 TRAINING_ARGS_NAME = "training_args.json"
