@@ -123,7 +123,7 @@ class RealmRetrieverConfig(_NoLocalPaths, PreTrainedConfig):
             [`realm_hf.modeling.common.run_bert`]): the same outputs to float rounding with less work on padding.
             1 runs them as one padded batch.
         corpus (`dict`, *optional*):
-            The corpus this retriever was trained on and its index built over, recorded by pre-training and
+            The corpus this retriever was trained on and its index built over, recorded by pre-training, ICT and
             fine-tuning (`realm_hf.training.trained_corpus`): `name` (a path relative to the working directory of the
             run, a file name, or `"embedded"`; never a machine's absolute path), `max_articles` and `blocks`. A
             fine-tuning started from this model without `--corpus` takes that corpus, or refuses when it is gone.

@@ -1,5 +1,5 @@
-"""A fine-tuning without --corpus takes the corpus its model was pre-trained on (recorded in the saved configs), or
-refuses in one line: never the bundled Wikipedia in silence."""
+"""A fine-tuning without --corpus takes the corpus its model was pre-trained (or ICT-trained) on, recorded in the saved
+configs, or refuses in one line: never the bundled Wikipedia in silence."""
 
 from __future__ import annotations
 
@@ -30,19 +30,23 @@ def pretrained(tmp_path_factory):
     """A 2-step pre-training of cpu-tiny.yaml over the user's own articles.jsonl, run from the folder that holds it."""
     pytest.importorskip("spacy")
     folder = tmp_path_factory.mktemp("own_corpus")
+    return _train_in(folder, [
+        "pretrain", "--config", os.fspath(CONFIGS / "cpu-tiny.yaml"), "--output_dir", "realm", "--corpus",
+        os.fspath(folder / "articles.jsonl"), "--max_steps", "2", "--refresh_schedule", "0", "--save_steps", "0",
+        "--eval_mlm_examples", "0", "--report_to", "none",
+    ])
+
+
+def _train_in(folder, argv: list[str]):
+    """Write articles.jsonl and qa.jsonl into `folder` and run `realm-hf ARGV` from it; returns the folder."""
     write_jsonl(folder / "articles.jsonl", ARTICLES)
     write_jsonl(folder / "qa.jsonl", QUESTIONS)
     cwd = os.getcwd()
     os.chdir(folder)
     try:
-        status = main([
-            "pretrain", "--config", os.fspath(CONFIGS / "cpu-tiny.yaml"), "--output_dir", "realm", "--corpus",
-            os.fspath(folder / "articles.jsonl"), "--max_steps", "2", "--refresh_schedule", "0", "--save_steps", "0",
-            "--eval_mlm_examples", "0", "--report_to", "none",
-        ])
+        assert main(argv) == 0
     finally:
         os.chdir(cwd)
-    assert status == 0
     return folder
 
 
@@ -129,3 +133,48 @@ def test_evaluate_names_the_corpus_of_the_index(pretrained, monkeypatch, caplog)
         assert main(["evaluate", "--model", "qa-own-index/final", "--qa_file", "qa.jsonl", "--max_questions", "2"]) == 0
     assert f"qa-own-index/final answers from its index over the corpus 'articles.jsonl' ({len(ARTICLES)} blocks, its " \
         "first 60 articles)" in [r.getMessage() for r in caplog.records]
+
+
+ICT = [
+    "--max_steps", "2", "--per_device_batch_size", "2", "--report_to", "none", "--save_steps", "0",
+    "--logging_steps", "1",
+]
+
+
+@pytest.fixture(scope="module")
+def ict_trained(tmp_path_factory):
+    """A 2-step ICT run of ict-cpu-tiny.yaml over the user's own articles.jsonl, run from the folder that holds it."""
+    return _train_in(tmp_path_factory.mktemp("ict_own_corpus"), [
+        "ict", "--config", os.fspath(CONFIGS / "ict-cpu-tiny.yaml"), "--output_dir", "ict", "--corpus", "articles.jsonl",
+        *ICT,
+    ])
+
+
+def test_ict_records_its_corpus(ict_trained):
+    record = _config(ict_trained / "ict" / "final" / "config.json")["corpus"]
+    assert record == {"name": "articles.jsonl", "max_articles": 40, "blocks": len(ARTICLES)}
+
+
+def test_finetune_of_an_ict_retriever_without_corpus_indexes_its_corpus(ict_trained, monkeypatch, caplog):
+    monkeypatch.chdir(ict_trained)
+    with caplog.at_level(logging.INFO, logger="realm_hf"):
+        assert main(["finetune", "--retriever", "ict/final", "--output_dir", "qa", *FINETUNE]) == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert f"No --corpus: indexing 'articles.jsonl' ({len(ARTICLES)} blocks, its first 40 articles), the corpus " \
+        "ict/final was trained on" in messages
+    assert f"Building the fixed index over {len(ARTICLES)} blocks of articles.jsonl" in messages
+    saved = _config(ict_trained / "qa" / "final" / "config.json")
+    assert saved["retriever_config"]["corpus"]["name"] == "articles.jsonl"
+
+
+def test_finetune_of_an_ict_model_refuses_when_its_corpus_is_gone(ict_trained, tmp_path, monkeypatch, capsys):
+    shutil.copytree(ict_trained / "ict", tmp_path / "ict")
+    shutil.copy(ict_trained / "qa.jsonl", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["finetune", "--model", "ict/final", "--output_dir", "qa", *FINETUNE]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"realm-hf finetune: error: --model ict/final was trained on the corpus 'articles.jsonl' ({len(ARTICLES)} "
+        "blocks, its first 40 articles), which is not in this folder, and no --corpus was given: pass that corpus "
+        "(or the one to answer from) with --corpus PATH."
+    ]
+    assert not (tmp_path / "qa" / "final").exists()

@@ -18,7 +18,9 @@ must have one. Then:
   `[MASK]` are the log marginal `log p(y_j | x) = log Σ_z p(z | x) p(y_j | z, x)` over the candidates of pre-training
   (∅ and the retrieved blocks). So its scores for one mask are the `"realm-fill-mask"` scores; with several masks
   `FillMaskPipeline` ranks each mask on its own, where `"realm-fill-mask"` scores the joint filling and returns the
-  supporting blocks.
+  supporting blocks. Its predictions are raw wordpieces (`##gar` may fill a lone `[MASK]`), as for any BERT: the
+  whole-word rule of `"realm-fill-mask"` stays out of these logits, which remain a masked LM's `log p(y_j | x)` over
+  the vocabulary (ids alone cannot tell a word's start from a continuation, and `FillMaskPipeline` would renormalize).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from ..modeling import RealmRetriever
 from .arguments import CorpusArguments, IctArguments, LoopArguments, ModelArguments
 from .loop import TrainingLoop, make_accelerator
 from .models import load_models
+from .trained_corpus import corpus_record
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class IctTrainer(TrainingLoop):
                 seed=loop_args.seed, num_proc=corpus_args.num_proc, cache_dir=corpus_args.cache_dir,
             )
         logger.info("%d ICT examples from %d blocks", len(examples), len(blocks))
+        self.corpus_args, self.num_blocks = corpus_args, len(blocks)
         dataloader = torch.utils.data.DataLoader(
             examples, batch_size=loop_args.per_device_batch_size, shuffle=True, drop_last=True,
             collate_fn=IctCollator(self.tokenizer), num_workers=loop_args.num_workers,
@@ -79,5 +81,10 @@ class IctTrainer(TrainingLoop):
         return loss, {"in_batch_accuracy": accuracy.detach()}  # read by the loop at its logging steps
 
     def save_model(self, directory: str) -> None:
+        """Save the retriever with the tokenizer, its config recording the corpus it learned from: a fine-tuning
+        started from it (`--model` or `--retriever`) without `--corpus` takes that corpus, or refuses in one line."""
+        self.unwrapped_model().retriever.config.corpus = corpus_record(
+            self.corpus_args.corpus, self.corpus_args.max_articles, self.num_blocks
+        )
         super().save_model(directory)
         self.tokenizer.save_pretrained(directory)

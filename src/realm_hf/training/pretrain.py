@@ -18,15 +18,16 @@ import os
 
 import datasets
 import torch
+from accelerate import Accelerator
 from transformers import AutoTokenizer
 
 from ..data.collators import RealmPretrainingCollator, pad_sequences
 from ..index import RealmIndex
 from ..evaluation.answer_match import CorpusAnswerFinder
-from ..modeling import RealmRetriever
+from ..modeling import RealmKnowledgeEncoder, RealmRetriever
 from .arguments import CorpusArguments, LoopArguments, ModelArguments, PretrainingArguments
 from .index_builder import RefreshResources, refresh_resources
-from .loop import TrainingLoop, as_examples, decay_parameter_groups
+from .loop import TrainingLoop, as_examples, decay_parameter_groups, make_accelerator
 from .models import load_models, pretraining_tokenizer_path
 from ..utils.precision import resolve_embed_dtype
 from .pretrain_evaluation import held_out_sentence_figures, step_retrieval_logs, zero_shot_recall
@@ -36,25 +37,12 @@ from .pretraining_model import RealmPretrainingModel
 from .pretraining_record import pretraining_record
 from .trained_corpus import corpus_record
 from .reading_steps import ReadingSchedule
-from .retriever_learning import RetrieverLearningTracker, RetrieverStartSchedule, retrieval_diversity
+from .retriever_learning import (
+    RetrieverLearningTracker, RetrieverStartSchedule, retrieval_diversity, retriever_frozen_by,
+)
 from .zero3 import whole_copy
 
 logger = logging.getLogger(__name__)
-
-
-def retriever_frozen_by(
-    retriever: RealmRetriever, learning_rate: float, pretraining_args: PretrainingArguments
-) -> str | None:
-    """The setting that keeps the retriever from ever learning (a zero learning rate, no trainable parameter), or
-    None."""
-    rate = pretraining_args.retriever_learning_rate
-    if rate == 0:
-        return "retriever_learning_rate=0"
-    if rate is None and learning_rate == 0:
-        return "learning_rate=0"
-    if not any(p.requires_grad for p in retriever.parameters()):
-        return "requires_grad=False"
-    return None
 
 
 class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
@@ -87,23 +75,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         eval_examples: datasets.Dataset | None = None,
         resources: RefreshResources | None = None,
     ):
-        from .loop import make_accelerator
-
-        accelerator = make_accelerator(
-            loop_args,
-            find_unused_parameters=pretraining_args.reading_warmup_steps > 0
-            or pretraining_args.retriever_gate_utility is not None,
-        )
-        # before any work: a builder setting its mode would ignore is refused here
-        self.refresh_resources = resources or refresh_resources(
-            accelerator.device, pretraining_args.refresh_device, mode=pretraining_args.refresh_mode,
-            time_share=pretraining_args.refresh_time_share,
-        )
-        if pretraining_args.shard_index and accelerator.num_processes == 1:
-            logger.warning(
-                "--shard_index has no effect on one process: the whole index is built and searched here; launch "
-                "several processes (accelerate launch --num_processes N) to shard it."
-            )
+        accelerator = self._make_accelerator(loop_args, pretraining_args, resources)
         logger.info("Recipe: %s", pretraining_args.recipe or "none (the settings given)")
         corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
         self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
@@ -111,38 +83,9 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         self._step_diversity: list[float] = []  # retrieval diversity of this step's micro-batches
         self.last_retrieved_ids: torch.Tensor | None = None  # [B, k-1] of the latest search
         self._answer_finder: CorpusAnswerFinder | None = None  # built at the first evaluation that needs it
-        self.tokenizer = AutoTokenizer.from_pretrained(pretraining_tokenizer_path(model_args))
-        retriever, encoder = load_models(model_args, corpus_args, len(self.tokenizer), self.tokenizer.mask_token_id,
-                                         ict_warm_start=pretraining_args.ict_warm_start,
-                                         null_document_score=pretraining_args.null_document_score)
-        if not pretraining_args.use_null_document:
-            retriever.freeze_null_document_prior()
-        retriever.config.length_buckets = encoder.config.length_buckets = model_args.length_buckets
-
-        work = os.path.join(loop_args.output_dir, "corpus")
-        with accelerator.main_process_first():
-            data = prepare_pretraining_data(self.tokenizer, corpus_args, pretraining_args, loop_args.seed, tagger)
-        self.blocks, self.x_is_z, masked = data.blocks, data.x_is_z, data.masked
-        held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
-        split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
-        self.train_examples = split["train"] if split else masked
-        self.eval_examples = split["test"] if split else eval_examples
-        self.reading = ReadingSchedule.for_run(pretraining_args, loop_args.max_steps, loop_args.seed, data.reading,
-                                               self.train_examples, accelerator.num_processes, accelerator.process_index)
-        given = eval_examples is not None  # evaluation sentences handed to the trainer: none of X is held out
-        self.data_record = data.record(corpus_args, len(self.train_examples), None if given else held_out)
-        self._arguments = (loop_args, model_args, corpus_args, pretraining_args)
-        self._reproducible = tagger is None and not given  # no command line passes these
-        logger.info("%d blocks, %d masked training sentences", len(self.blocks), len(self.train_examples))
-
-        self.collator, self.reading_collator = (
-            RealmPretrainingCollator(
-                self.tokenizer, block_max_length=corpus_args.block_length,
-                joined_max_length=corpus_args.joined_max_length, use_null_document=use_null_document,
-            )
-            for use_null_document in (pretraining_args.use_null_document, False)
-        )
-        self.num_retrieved = pretraining_args.num_candidates - int(pretraining_args.use_null_document)
+        retriever, encoder = self._load_models(model_args)
+        self._prepare_data(loop_args, model_args, tagger, eval_examples, accelerator)
+        self._build_collators()
         # whether the retriever learns at each step (reading warm-up, utility gate, a retriever that never learns);
         # made before the optimizer, whose retriever group asks it for its start step
         self.retriever_schedule = RetrieverStartSchedule.for_run(
@@ -158,7 +101,74 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             config={**vars(model_args), **vars(corpus_args), **vars(pretraining_args), **vars(loop_args)},
         )
         self.retriever_learning = RetrieverLearningTracker(self.retriever_schedule)
-        self._prepare_index(work)
+        self._prepare_index(os.path.join(loop_args.output_dir, "corpus"))
+
+    def _make_accelerator(
+        self, loop_args: LoopArguments, pretraining_args: PretrainingArguments, resources: RefreshResources | None
+    ) -> Accelerator:
+        """The run's accelerator and the index builder's resources (`self.refresh_resources`), before any work: a
+        builder setting its mode would ignore is refused here."""
+        accelerator = make_accelerator(
+            loop_args,
+            find_unused_parameters=pretraining_args.reading_warmup_steps > 0
+            or pretraining_args.retriever_gate_utility is not None,
+        )
+        self.refresh_resources = resources or refresh_resources(
+            accelerator.device, pretraining_args.refresh_device, mode=pretraining_args.refresh_mode,
+            time_share=pretraining_args.refresh_time_share,
+        )
+        if pretraining_args.shard_index and accelerator.num_processes == 1:
+            logger.warning(
+                "--shard_index has no effect on one process: the whole index is built and searched here; launch "
+                "several processes (accelerate launch --num_processes N) to shard it."
+            )
+        return accelerator
+
+    def _load_models(self, model_args: ModelArguments) -> tuple[RealmRetriever, RealmKnowledgeEncoder]:
+        """The tokenizer (`self.tokenizer`), the retriever and the knowledge-augmented encoder the run starts from."""
+        corpus_args, pretraining_args = self.corpus_args, self.pretraining_args
+        self.tokenizer = AutoTokenizer.from_pretrained(pretraining_tokenizer_path(model_args))
+        retriever, encoder = load_models(model_args, corpus_args, len(self.tokenizer), self.tokenizer.mask_token_id,
+                                         ict_warm_start=pretraining_args.ict_warm_start,
+                                         null_document_score=pretraining_args.null_document_score)
+        if not pretraining_args.use_null_document:
+            retriever.freeze_null_document_prior()
+        retriever.config.length_buckets = encoder.config.length_buckets = model_args.length_buckets
+        return retriever, encoder
+
+    def _prepare_data(
+        self, loop_args: LoopArguments, model_args: ModelArguments, tagger, eval_examples: datasets.Dataset | None,
+        accelerator: Accelerator,
+    ) -> None:
+        """The blocks (`self.blocks`, `self.x_is_z`), the training and held-out sentences, the reading schedule and
+        the record of the data for the model card."""
+        corpus_args, pretraining_args = self.corpus_args, self.pretraining_args
+        with accelerator.main_process_first():
+            data = prepare_pretraining_data(self.tokenizer, corpus_args, pretraining_args, loop_args.seed, tagger)
+        self.blocks, self.x_is_z, masked = data.blocks, data.x_is_z, data.masked
+        held_out = 0 if eval_examples is not None else min(pretraining_args.eval_mlm_examples, len(masked) // 10)
+        split = masked.train_test_split(test_size=held_out, seed=loop_args.seed, shuffle=True) if held_out else None
+        self.train_examples = split["train"] if split else masked
+        self.eval_examples = split["test"] if split else eval_examples
+        self.reading = ReadingSchedule.for_run(pretraining_args, loop_args.max_steps, loop_args.seed, data.reading,
+                                               self.train_examples, accelerator.num_processes, accelerator.process_index)
+        given = eval_examples is not None  # evaluation sentences handed to the trainer: none of X is held out
+        self.data_record = data.record(corpus_args, len(self.train_examples), None if given else held_out)
+        self._arguments = (loop_args, model_args, corpus_args, pretraining_args)
+        self._reproducible = tagger is None and not given  # no command line passes these
+        logger.info("%d blocks, %d masked training sentences", len(self.blocks), len(self.train_examples))
+
+    def _build_collators(self) -> None:
+        """The K-candidate collator (with ∅ when `use_null_document`) and the reading one (the own block alone)."""
+        corpus_args, pretraining_args = self.corpus_args, self.pretraining_args
+        self.collator, self.reading_collator = (
+            RealmPretrainingCollator(
+                self.tokenizer, block_max_length=corpus_args.block_length,
+                joined_max_length=corpus_args.joined_max_length, use_null_document=use_null_document,
+            )
+            for use_null_document in (pretraining_args.use_null_document, False)
+        )
+        self.num_retrieved = pretraining_args.num_candidates - int(pretraining_args.use_null_document)
 
     def parameter_groups(self, model: RealmPretrainingModel) -> list[dict]:
         """The encoder's BERT, its MLM head (at `mlm_head_learning_rate` when given) and the retriever (from

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
+    from ..modeling import RealmRetriever
     from .arguments import PretrainingArguments
 
 LOW_LEARNING_FRACTION = 0.1
@@ -53,6 +54,21 @@ def retrieval_diversity(retrieved_ids: torch.Tensor, num_blocks: int) -> float:
     same blocks; 1 when none shares one (or a small corpus is retrieved whole)."""
     attainable = min(retrieved_ids.numel(), num_blocks)
     return retrieved_ids.unique().numel() / max(1, attainable)
+
+
+def retriever_frozen_by(
+    retriever: RealmRetriever, learning_rate: float, pretraining_args: PretrainingArguments
+) -> str | None:
+    """The setting that keeps the retriever from ever learning (a zero learning rate, no trainable parameter), or
+    None."""
+    rate = pretraining_args.retriever_learning_rate
+    if rate == 0:
+        return "retriever_learning_rate=0"
+    if rate is None and learning_rate == 0:
+        return "learning_rate=0"
+    if not any(p.requires_grad for p in retriever.parameters()):
+        return "requires_grad=False"
+    return None
 
 
 class RetrieverStartSchedule:

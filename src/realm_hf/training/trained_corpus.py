@@ -1,5 +1,6 @@
-"""The corpus a model was trained on: recorded in what pre-training and fine-tuning save (`RealmRetrieverConfig.corpus`),
-and taken back by a fine-tuning started from that model without `--corpus` (or refused in one line naming it).
+"""The corpus a model was trained on: recorded in what pre-training, ICT and fine-tuning save
+(`RealmRetrieverConfig.corpus`), and taken back by a fine-tuning started from that model without `--corpus` (or refused
+in one line naming it).
 
 A record holds no path of the machine that wrote it (a published config would ship it): `name` is the corpus as given
 when it lies under the working directory (a relative hint such as `my_articles.jsonl`), else its file name, or
@@ -46,7 +47,7 @@ def corpus_record(corpus: str, max_articles: int | None, num_blocks: int) -> dic
     Args:
         corpus (`str`): The corpus as the run was given it (`--corpus`).
         max_articles (`int`, *optional*): The articles of it the run read (`--max_articles`; None: all).
-        num_blocks (`int`): The blocks of the index built over it.
+        num_blocks (`int`): The blocks of the index built over it (ICT, which builds none: the blocks it learned from).
 
     Returns:
         `dict`: `name` ([`corpus_hint`]), `max_articles` and `blocks`.
