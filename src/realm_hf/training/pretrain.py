@@ -76,7 +76,6 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         resources: RefreshResources | None = None,
     ):
         accelerator = self._make_accelerator(loop_args, pretraining_args, resources)
-        logger.info("Recipe: %s", pretraining_args.recipe or "none (the settings given)")
         corpus_args.embed_dtype = resolve_embed_dtype(corpus_args.embed_dtype, accelerator.mixed_precision)
         self.corpus_args, self.pretraining_args = corpus_args, pretraining_args
         self._step_utilities: list[float] = []  # this step's micro-batches
@@ -91,6 +90,8 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         self.retriever_schedule = RetrieverStartSchedule.for_run(
             pretraining_args, retriever_frozen_by(retriever, loop_args.learning_rate, pretraining_args)
         )
+        # once the data is read: a refused input ends in its one line alone
+        logger.info("Recipe: %s", pretraining_args.recipe or "none (the settings given)")
         generator = torch.Generator().manual_seed(loop_args.seed)
         dataloader = torch.utils.data.DataLoader(
             self.train_examples, batch_size=loop_args.per_device_batch_size, shuffle=True, generator=generator,
