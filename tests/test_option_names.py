@@ -141,14 +141,15 @@ def test_the_command_line_of_recorded_settings_parses_back_to_them():
     recorded = {
         "output_dir": "runs/news x", "max_steps": 4, "learning_rate": 1e-05, "use_null_document": False,
         "random_init": True, "pretraining_corpus": "data/news.jsonl", "projection_size": 128, "save_total_limit": None,
-        "refresh_schedule": "0", "recipe": "cold-start", "retriever_gate_utility": None, "not_an_option": 1,
+        "refresh_schedule": "0", "recipe": "cold-start", "retriever_gate_utility": None, "null_document_score": None,
+        "not_an_option": 1,
     }
     argv = command_line(PRETRAIN_ARGUMENTS, recorded)
     assert argv == [
         "--output_dir", "runs/news x", "--max_steps", "4", "--learning_rate", "1e-05", "--random_init", "True",
         "--pretraining_corpus", "data/news.jsonl", "--recipe", "cold-start", "--use_null_document", "False",
-        "--refresh_schedule", "0", "--retriever_gate_utility", "null",
-    ]  # the fields in order, the defaults (projection_size 128) and None left out, the recipe's gate set back
+        "--null_document_score", "null", "--refresh_schedule", "0", "--retriever_gate_utility", "null",
+    ]  # the fields in order, the defaults (projection_size 128) and None left out, the recipe's ∅ and gate set back
     parsed = {name: value for args in parse_arguments(PRETRAIN_ARGUMENTS, argv) for name, value in vars(args).items()}
     assert {name: parsed[name] for name in recorded if name != "not_an_option"} == {
         **{name: value for name, value in recorded.items() if name != "not_an_option"}, "save_total_limit": 2,

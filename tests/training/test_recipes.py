@@ -42,7 +42,7 @@ def test_the_bare_default_is_the_cold_start_recipe():
     settings = _settings([])
     assert settings["recipe"] == "cold-start"
     assert (settings["reading_warmup_steps"], settings["retriever_gate_utility"]) == (100, 0.2)
-    assert settings["mlm_head_learning_rate"] == 0.001 and settings["null_document_score"] is None
+    assert settings["mlm_head_learning_rate"] == 0.001 and settings["null_document_score"] == "learned"
 
 
 def test_the_paper_recipe_is_the_papers_objective():

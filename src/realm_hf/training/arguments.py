@@ -325,7 +325,7 @@ class PretrainingArguments:
         if self.null_document_score is not None and not self.use_null_document:
             raise ValueError(
                 f"--null_document_score {self.null_document_score} scores the null document, but --use_null_document "
-                "is False: drop one of them."
+                "is False: pass --null_document_score null (a recipe sets it) or leave --use_null_document at True."
             )
         if self.refresh_mode not in (None, "process", "thread", "paced"):
             raise ValueError(f"--refresh_mode must be 'process', 'thread' or 'paced', got {self.refresh_mode!r}.")
