@@ -43,7 +43,7 @@ OLD_REALM_COMMIT = "c" * 40
 
 # the Wikipedia Open-QA recipe at test size (the flags of tests/test_cli_demo.py): tiny random models, 40 articles
 TINY_WIKIPEDIA_QA = ["--recipe", "wikipedia-qa", "--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
-                     "--reading-steps", "2", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
+                     "--reading-steps", "2", "--evidence-steps", "1", "--finetune-steps", "2"]
 TINY_KNOWLEDGE = ["--tiny-models", "--entities", "10"]
 TINY_OPEN_QA = ["--max_steps", "1", "--max_articles", "20", "--max_eval_questions", "2", "--overwrite_output_dir"]
 

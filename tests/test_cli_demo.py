@@ -112,6 +112,23 @@ def test_a_rerun_with_other_settings_is_refused(demo_run):
     assert "holds a demo run with other settings (seed: 0 there, 1 now)" in stderr
 
 
+def test_the_precision_is_reported_and_a_rerun_in_another_is_refused(demo_run):
+    precision = demo_run["summary"]["recipe_values"]["mixed_precision"]  # "auto" resolved on this machine
+    assert precision in ("bf16", "no")
+    assert f", {'bf16' if precision == 'bf16' else 'fp32'}; figures in" in demo_run["stdout"]
+    other = "no" if precision == "bf16" else "bf16"
+    status, _, stderr = run_cli(["demo", "--output", str(demo_run["output"]), *TINY, "--mixed-precision", other])
+    assert status == 2
+    assert f"'mixed_precision': {other!r}" in stderr and "holds a demo run with other settings" in stderr
+
+
+def test_a_renamed_flag_is_refused_with_its_new_name(tmp_path):
+    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--output", str(tmp_path / "a"), "--reader-warmup-steps", "3"])
+    assert status == 2
+    assert "--reader-warmup-steps was renamed: use --evidence-steps." in stderr
+    assert not (tmp_path / "a").exists()
+
+
 def test_options_of_the_other_recipe_are_refused_before_any_work(tmp_path):
     status, _, stderr = run_cli(["demo", "--output", str(tmp_path / "a"), "--finetune-steps", "3"])
     assert status == 2
@@ -119,6 +136,9 @@ def test_options_of_the_other_recipe_are_refused_before_any_work(tmp_path):
     status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--output", str(tmp_path / "b"), "--entities", "5"])
     assert status == 2
     assert "--entities belong to --recipe knowledge, not wikipedia-qa" in stderr
+    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--output", str(tmp_path / "b"), "--mixed-precision", "no"])
+    assert status == 2
+    assert "--mixed-precision belong to --recipe knowledge, not wikipedia-qa" in stderr
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 

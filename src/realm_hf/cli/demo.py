@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..demo.defaults import (
     DEMO_ENTITIES, DEMO_EVAL_EVERY, DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_INIT, DEMO_PRETRAIN_ARTICLES,
-    DEMO_PRETRAIN_STEPS, DEMO_QUESTIONS_FILE, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES,
+    DEMO_PRETRAIN_STEPS, DEMO_QUESTIONS_FILE, DEMO_EVIDENCE_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES,
     DEMO_READING_STEPS, DEMO_READING_WEIGHT, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_STEPS,
     DEMO_TRAIN_QUESTIONS, KNOWLEDGE_INITS,
 )
@@ -36,8 +36,8 @@ WIKIPEDIA_QA_STAGE_OPTIONS: tuple[tuple[str, type, int | float, str], ...] = (
     ("--reading-passes", int, DEMO_READING_PASSES,
      "Times each reading question is read; the stage makes reading-steps x 4 / passes of them (default: "
      "%(default)s)."),
-    ("--reader-warmup-steps", int, DEMO_READER_WARMUP_STEPS,
-     "Open-QA reader warm-up steps before fine-tuning: each training question read with its evidence block only "
+    ("--evidence-steps", int, DEMO_EVIDENCE_STEPS,
+     "Open-QA evidence steps at the start of fine-tuning: each training question read with its evidence block only "
      "(default: %(default)s; 0: none)."),
     ("--finetune-steps", int, DEMO_FINETUNE_STEPS,
      "Open-QA fine-tuning steps after the warm-up (default: %(default)s)."),
@@ -53,6 +53,17 @@ WIKIPEDIA_QA_STAGE_OPTIONS: tuple[tuple[str, type, int | float, str], ...] = (
      "fine-tuning(s) (WiSE-FT): keeps part of what fine-tuning overwrites (default: %(default)s; 0: the fine-tuned "
      "model alone)."),
 )
+
+
+class _RenamedFlag(argparse.Action):
+    """A flag that was renamed: refused in one line naming its new name."""
+
+    def __init__(self, option_strings, dest, new_flag: str, **kwargs):
+        super().__init__(option_strings, dest, nargs="?", **kwargs)
+        self.new_flag = new_flag
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise UsageError(f"{option_string} was renamed: use {self.new_flag}.")
 
 
 def _stage_settings(args: argparse.Namespace) -> dict[str, int | float]:
@@ -95,7 +106,14 @@ def add_parser(subparsers) -> None:
     knowledge.add_argument("--steps", type=int, default=None, help=f"REALM pre-training steps of each run (default: {DEMO_STEPS}).")
     knowledge.add_argument("--warmup-steps", type=int, default=None, help="Reading warm-up steps (default: the init's recipe).")
     knowledge.add_argument("--eval-every", type=int, default=None, help=f"Held-out evaluation every N REALM steps, the points of retrieval.png's curves (default: {DEMO_EVAL_EVERY}).")
+    knowledge.add_argument(
+        "--mixed-precision", choices=("auto", "bf16", "no"), default=None,
+        help="Training precision: 'auto' (default) takes bf16 autocast where a few-second probe finds it faster on "
+        "this machine (a GPU with bf16, most idle x86 CPUs with AVX-512), else fp32; 'bf16' or 'no' (fp32) to choose. "
+        "The figures hold in both (docs/results.md#the-demo).",
+    )
     parser.add_argument("--tiny-models", action="store_true", help=argparse.SUPPRESS)  # tests: tiny random models, seconds
+    parser.add_argument("--reader-warmup-steps", action=_RenamedFlag, new_flag="--evidence-steps", help=argparse.SUPPRESS)
     demo, parser = parser, parser.add_argument_group("--recipe wikipedia-qa")  # the options below are its own
     parser.add_argument("--question", action="append", default=None, help="A question to ask (repeatable; default: 4 demo questions).")
     parser.add_argument(
@@ -188,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
         tiny = {"init": "tiny", "steps": 4, "reading_steps": 4, "eval_every": 2, "overrides": TINY_KNOWLEDGE_RECIPE} if args.tiny_models else {}
         requested = {"init": args.init, "num_entities": args.entities, "steps": args.steps,
                      "reading_steps": args.warmup_steps, "eval_every": args.eval_every}
+        if args.mixed_precision is not None:
+            requested["overrides"] = {**tiny.get("overrides", {}), "mixed_precision": args.mixed_precision}
         settings = KnowledgeDemoSettings(
             seed=args.seed, **{**tiny, **{name: value for name, value in requested.items() if value is not None}}
         )

@@ -35,9 +35,9 @@ DEMO_PRETRAIN_ARTICLES = 200
 """Articles pre-trained on (X = Z, a sample of the demo corpus), `--pretrain-articles`."""
 DEMO_PRETRAIN_STEPS = 10
 """REALM pre-training steps (batch 2, 4 candidates with the null document; no index refresh, so runs repeat)."""
-DEMO_READER_WARMUP_STEPS = 0
-"""Open-QA reader warm-up steps before fine-tuning (batch 4, each question read with its evidence block only),
-`--reader-warmup-steps`. Off: it gained nothing for its time (docs/experiments.md)."""
+DEMO_EVIDENCE_STEPS = 0
+"""Open-QA evidence steps at the start of fine-tuning (batch 4, each question read with its evidence block only),
+`--evidence-steps`. Off: it gained nothing for its time (docs/experiments.md)."""
 DEMO_FINETUNE_STEPS = 345
 """Open-QA fine-tuning steps after the reader warm-up (batch 4, top-5 blocks: about one pass over the ~1,380 training
 questions), `--finetune-steps`; a second pass answered fewer questions the demo never trains on

@@ -97,7 +97,7 @@ class KnowledgeDemoSettings:
     def resolved_recipe(self) -> dict[str, Any]:
         """The recipe with this run's step counts and its mixed precision resolved for this machine."""
         recipe = json.loads(json.dumps(KNOWLEDGE_RECIPES[self.init]))
-        unknown = sorted(set(self.overrides or {}) - set(recipe))
+        unknown = sorted(set(self.overrides or {}) - set(recipe) - {"mixed_precision"})
         if unknown:
             raise ValueError(f"overrides {unknown} are not values of the {self.init!r} recipe: {', '.join(recipe)}.")
         recipe.update(self.overrides or {})
@@ -229,7 +229,9 @@ def _print_report(summary: dict[str, Any]) -> None:
             verdict = "right" if a["right"] else "wrong"
             print(f"  {label}: {a['answer']} (p {a['score']:.2f}, {verdict}), read from \"{a['title']}\": {a['evidence']}")
     print(
-        f"\nDemo: {summary['minutes']:.1f} min on {summary['machine']}; figures in {summary['output']}/{SUMMARY_FILE}"
+        f"\nDemo: {summary['minutes']:.1f} min on {summary['machine']}, "
+        f"{'bf16' if summary['recipe_values'].get('mixed_precision') == 'bf16' else 'fp32'}; "
+        f"figures in {summary['output']}/{SUMMARY_FILE}"
         + (f", curves in {summary['output']}/{PLOT_FILE}" if summary.get("plot") else "")
     )
 

@@ -16,7 +16,7 @@ from ..configuration import SPAN_NORMALIZATIONS
 from ..retrieval import load_retriever
 from .defaults import (
     DEMO_BLOCK_LENGTH, DEMO_FINETUNE_RUNS, DEMO_FINETUNE_STEPS, DEMO_INDEX_ARTICLES, DEMO_PRETRAIN_ARTICLES,
-    DEMO_PRETRAIN_STEPS, DEMO_READER_WARMUP_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES, DEMO_READING_STEPS,
+    DEMO_PRETRAIN_STEPS, DEMO_EVIDENCE_STEPS, DEMO_READING_NEGATIVES, DEMO_READING_PASSES, DEMO_READING_STEPS,
     DEMO_READING_WEIGHT, DEMO_REHEARSAL_QUESTIONS, DEMO_SEED, DEMO_SPAN_NORMALIZATION, DEMO_TRAIN_QUESTIONS,
 )
 
@@ -46,7 +46,7 @@ class DemoSettings:
             of its top 20 blocks without its answer (`OpenQaArguments.evidence_negatives`).
         reading_passes (`int`): Times each reading question is read: the stage makes `reading_steps x 4 /
             reading_passes` of them (rounded up).
-        reader_warmup_steps (`int`): Open-QA evidence steps first (`OpenQaArguments.evidence_steps`; batch 4, each
+        evidence_steps (`int`): Open-QA evidence steps first (`OpenQaArguments.evidence_steps`; batch 4, each
             training question read with its evidence block only: the best-ranked of its top 20 blocks that holds an
             answer; 0: none).
         finetune_steps (`int`): Open-QA fine-tuning steps after it (batch 4, top-5 blocks).
@@ -78,7 +78,7 @@ class DemoSettings:
     reading_steps: int = DEMO_READING_STEPS
     reading_negatives: int = DEMO_READING_NEGATIVES
     reading_passes: int = DEMO_READING_PASSES
-    reader_warmup_steps: int = DEMO_READER_WARMUP_STEPS
+    evidence_steps: int = DEMO_EVIDENCE_STEPS
     finetune_steps: int = DEMO_FINETUNE_STEPS
     rehearsal_questions: int = DEMO_REHEARSAL_QUESTIONS
     finetune_runs: int = DEMO_FINETUNE_RUNS
@@ -93,7 +93,7 @@ class DemoSettings:
 
     def __post_init__(self) -> None:
         smallest = {"max_articles": 1, "pretrain_articles": 1, "pretrain_steps": 1, "reading_steps": 0,
-                    "reading_negatives": 0, "reading_passes": 1, "reader_warmup_steps": 0,
+                    "reading_negatives": 0, "reading_passes": 1, "evidence_steps": 0,
                     "finetune_steps": 1, "rehearsal_questions": 0, "finetune_runs": 1, "train_questions": 1,
                     "seed": 0}
         for name, minimum in smallest.items():
@@ -265,8 +265,8 @@ def finetune_demo_model(
 
     def run(directory: str, seed: int) -> list[dict]:
         return _open_qa_demo_stage(
-            directory, pretrained, corpus_file, qa_file, settings, evidence_steps=settings.reader_warmup_steps,
-            max_steps=settings.reader_warmup_steps + settings.finetune_steps,
+            directory, pretrained, corpus_file, qa_file, settings, evidence_steps=settings.evidence_steps,
+            max_steps=settings.evidence_steps + settings.finetune_steps,
             freeze_retriever=not settings.train_retriever, logging_steps=40,
             # rehearsed questions are read beside the reading stage's hard negatives (the warm-up's, when there is one)
             evidence_negatives=settings.reading_negatives if settings.rehearsal_questions else 0,

@@ -30,7 +30,9 @@ from .index_builder import RefreshResources, refresh_resources
 from .loop import TrainingLoop, as_examples, decay_parameter_groups, make_accelerator
 from .models import load_models, pretraining_tokenizer_path
 from ..utils.precision import resolve_embed_dtype
-from .pretrain_evaluation import held_out_sentence_figures, step_retrieval_logs, zero_shot_recall
+from .pretrain_evaluation import (
+    current_candidate_embeds, held_out_sentence_figures, step_retrieval_logs, zero_shot_recall,
+)
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
 from .pretraining_model import RealmPretrainingModel
@@ -431,6 +433,9 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             finds). Without gold blocks, when the sentences come from the knowledge corpus itself (X = Z),
             `mlm_accuracy_source_block` (percent, each sentence's own block as the only candidate: the reading
             warm-up's task on held-out sentences).
+
+        With a fresh index the candidates are scored with its embeddings, which are the current document tower's (the
+        tower is not run again for them); with the training index they are embedded again, as in training.
         """
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
@@ -438,9 +443,16 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         if fresh_index is None:
             fresh_index = len(self.blocks) <= 50_000
         index = self._build_index_now(step=self.step, index_type="torch-exact") if fresh_index else self.index
+
+        def retrieve(chunk: list[dict]) -> tuple[dict, int | None]:
+            batch, null_index = self.retrieve_and_collate(chunk, index=index)
+            if fresh_index:  # the index holds the current document tower's embeddings: no need to embed them again
+                batch["candidate_embeds"] = current_candidate_embeds(model.retriever, batch, index, null_index)
+            return batch, null_index
+
         results = held_out_sentence_figures(
             model, examples, self.args.per_device_batch_size, self.x_is_z, self.num_retrieved,
-            retrieve=lambda chunk: self.retrieve_and_collate(chunk, index=index),
+            retrieve=retrieve,
             read_alone=lambda chunk, block_ids: self._collate(chunk, block_ids, index, self.reading_collator)[0],
         )
         model.train(was_training)

@@ -17,7 +17,7 @@ from ..evaluation.answer_match import CorpusAnswerFinder
 from ..evaluation.metrics import recall_at_k
 from ..modeling import RealmRetriever
 
-__all__ = ["gold_blocks", "held_out_sentence_figures", "masked_token_hits", "step_retrieval_logs", "zero_shot_recall"]
+__all__ = ["current_candidate_embeds", "gold_blocks", "held_out_sentence_figures", "masked_token_hits", "step_retrieval_logs", "zero_shot_recall"]
 
 
 def step_retrieval_logs(out, null_index: int | None) -> dict[str, torch.Tensor]:
@@ -112,6 +112,28 @@ def held_out_sentence_figures(
     elif reads_source:
         results["mlm_accuracy_source_block"] = 100.0 * sums["reading"] / max(total_tokens, 1)
     return results
+
+
+def current_candidate_embeds(
+    retriever: RealmRetriever, batch: dict, index: RealmIndex, null_index: int | None
+) -> torch.Tensor | None:
+    """The document embeddings of a candidate batch's candidates, `[B, K, D]`, from an `index` the retriever's current
+    document tower has just built (so they are what the tower would compute); ∅'s, which no index holds, embedded
+    once by the tower (every row's ∅ is the same empty block). None when a candidate other than ∅ has no block id
+    (the caller embeds the candidates then)."""
+    block_ids = batch["candidate_block_ids"].cpu()  # [B, K], -1 for ∅
+    real = block_ids >= 0
+    if null_index is not None:
+        real[:, null_index] = True
+    if not bool(real.all()) or not bool((block_ids >= 0).any()):
+        return None
+    stand_in = block_ids[block_ids >= 0][0]
+    embeds = index.get_embeddings(block_ids.where(block_ids >= 0, stand_in))  # [B, K, D] (∅'s filled below)
+    if null_index is not None:
+        empty = {name: batch[f"candidate_{name}"][:1, null_index] for name in ("input_ids", "attention_mask", "token_type_ids")}
+        null_embed = retriever.embed_documents(**empty).float().cpu()  # [1, D]
+        embeds[:, null_index] = null_embed
+    return embeds.to(batch["query_input_ids"].device)
 
 
 def gold_blocks(rows: list[dict]) -> torch.Tensor:

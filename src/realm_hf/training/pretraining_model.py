@@ -30,10 +30,14 @@ class RealmPretrainingModel(nn.Module):
 
         With `reading_batch` (sentences each with its own block as the only candidate, `[B', 1, L]`) the returned
         `loss` is REALM's plus `reading_loss_weight` times the masked-LM loss of reading them, and the output's
-        `reading_loss` holds the latter (detached): both in this one call, as distributed data parallel needs."""
+        `reading_loss` holds the latter (detached): both in this one call, as distributed data parallel needs.
+
+        A `batch` holding `candidate_embeds` `[B, K, D]` (the document tower's embeddings of its candidates, computed
+        by these very weights, e.g. an index just built from them) is scored with those instead of running the
+        document tower again: held-out evaluation on a fresh index. Training never passes them: its index is stale."""
         if score_candidates:
             with torch.set_grad_enabled(train_retriever and torch.is_grad_enabled()):
-                scores = self.retriever(**retriever_inputs(batch), null_candidate_index=null_candidate_index).relevance_scores
+                scores = self.retriever(**_scoring_inputs(batch), null_candidate_index=null_candidate_index).relevance_scores
         else:
             scores = _equal_scores(batch)
         out = self._encode(batch, scores, null_candidate_index)
@@ -57,6 +61,17 @@ class RealmPretrainingModel(nn.Module):
     def save_pretrained(self, directory: str) -> None:
         self.retriever.save_pretrained(os.path.join(directory, "retriever"))
         self.encoder.save_pretrained(os.path.join(directory, "encoder"))
+
+
+def _scoring_inputs(batch: dict) -> dict:
+    """The retriever's arguments for `batch`: its query and candidate tokens, or its query tokens and precomputed
+    `candidate_embeds` `[B, K, D]` when the batch holds them."""
+    inputs = retriever_inputs(batch)
+    if batch.get("candidate_embeds") is None:
+        return inputs
+    return {name: value for name, value in inputs.items() if not name.startswith("candidate_")} | {
+        "candidate_embeds": batch["candidate_embeds"]
+    }
 
 
 def _equal_scores(batch: dict) -> torch.Tensor:
