@@ -13,6 +13,7 @@ This module is the trainer: its step, the retriever's start schedule (reading wa
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -31,7 +32,7 @@ from .loop import TrainingLoop, as_examples, decay_parameter_groups, make_accele
 from .models import load_models, pretraining_tokenizer_path
 from ..utils.precision import resolve_embed_dtype
 from .pretrain_evaluation import (
-    current_candidate_embeds, held_out_sentence_figures, step_retrieval_logs, zero_shot_recall,
+    held_out_sentence_figures, scoring_with_index_embeddings, step_retrieval_logs, zero_shot_recall,
 )
 from .pretrain_index import PretrainingIndexMixin
 from .pretraining_data import prepare_pretraining_data
@@ -422,7 +423,7 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
                 `gold_block_id` and `gold_block_ids` (other blocks counted as gold, e.g. a second document).
             fresh_index (`bool`, *optional*): Search an exact index of the *current* document tower instead of the
                 (possibly stale) training index, so the figures measure the retriever and not the refresh lag.
-                Defaults to True for corpora of at most 50,000 blocks.
+                Defaults to True for corpora of at most 50,000 blocks. Its candidates are scored with its embeddings.
 
         Returns:
             `dict` with `mlm_accuracy_with_retrieval` and `mlm_accuracy_null_document` (percent), and with gold
@@ -433,9 +434,6 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
             finds). Without gold blocks, when the sentences come from the knowledge corpus itself (X = Z),
             `mlm_accuracy_source_block` (percent, each sentence's own block as the only candidate: the reading
             warm-up's task on held-out sentences).
-
-        With a fresh index the candidates are scored with its embeddings, which are the current document tower's (the
-        tower is not run again for them); with the training index they are embedded again, as in training.
         """
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
@@ -443,13 +441,9 @@ class RealmPretrainer(PretrainingIndexMixin, TrainingLoop):
         if fresh_index is None:
             fresh_index = len(self.blocks) <= 50_000
         index = self._build_index_now(step=self.step, index_type="torch-exact") if fresh_index else self.index
-
-        def retrieve(chunk: list[dict]) -> tuple[dict, int | None]:
-            batch, null_index = self.retrieve_and_collate(chunk, index=index)
-            if fresh_index:  # the index holds the current document tower's embeddings: no need to embed them again
-                batch["candidate_embeds"] = current_candidate_embeds(model.retriever, batch, index, null_index)
-            return batch, null_index
-
+        retrieve = functools.partial(self.retrieve_and_collate, index=index)
+        if fresh_index:  # the index holds the current document tower's embeddings: no need to embed them again
+            retrieve = scoring_with_index_embeddings(retrieve, model.retriever, index)
         results = held_out_sentence_figures(
             model, examples, self.args.per_device_batch_size, self.x_is_z, self.num_retrieved,
             retrieve=retrieve,

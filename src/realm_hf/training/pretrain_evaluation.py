@@ -17,7 +17,10 @@ from ..evaluation.answer_match import CorpusAnswerFinder
 from ..evaluation.metrics import recall_at_k
 from ..modeling import RealmRetriever
 
-__all__ = ["current_candidate_embeds", "gold_blocks", "held_out_sentence_figures", "masked_token_hits", "step_retrieval_logs", "zero_shot_recall"]
+__all__ = [
+    "current_candidate_embeds", "gold_blocks", "held_out_sentence_figures", "masked_token_hits",
+    "scoring_with_index_embeddings", "step_retrieval_logs", "zero_shot_recall",
+]
 
 
 def step_retrieval_logs(out, null_index: int | None) -> dict[str, torch.Tensor]:
@@ -134,6 +137,21 @@ def current_candidate_embeds(
         null_embed = retriever.embed_documents(**empty).float().cpu()  # [1, D]
         embeds[:, null_index] = null_embed
     return embeds.to(batch["query_input_ids"].device)
+
+
+def scoring_with_index_embeddings(
+    retrieve: Callable[[list[dict]], tuple[dict, int | None]], retriever: RealmRetriever, index: RealmIndex
+) -> Callable[[list[dict]], tuple[dict, int | None]]:
+    """`retrieve` (examples -> candidate batch from `index`, position of ∅), its batches carrying the candidates'
+    embeddings from `index` ([`current_candidate_embeds`]), for an `index` the retriever's current document tower has
+    just built: the model scores them without running the tower again."""
+
+    def retrieve_with_embeddings(chunk: list[dict]) -> tuple[dict, int | None]:
+        batch, null_index = retrieve(chunk)
+        batch["candidate_embeds"] = current_candidate_embeds(retriever, batch, index, null_index)
+        return batch, null_index
+
+    return retrieve_with_embeddings
 
 
 def gold_blocks(rows: list[dict]) -> torch.Tensor:
