@@ -144,7 +144,10 @@ def scoring_with_index_embeddings(
 ) -> Callable[[list[dict]], tuple[dict, int | None]]:
     """`retrieve` (examples -> candidate batch from `index`, position of ∅), its batches carrying the candidates'
     embeddings from `index` ([`current_candidate_embeds`]), for an `index` the retriever's current document tower has
-    just built: the model scores them without running the tower again."""
+    just built: the model scores them without running the tower again. An index that cannot give back its stored
+    embeddings (a sharded one: each rank holds part of them) leaves `retrieve` as it is."""
+    if not hasattr(index, "get_embeddings"):
+        return retrieve
 
     def retrieve_with_embeddings(chunk: list[dict]) -> tuple[dict, int | None]:
         batch, null_index = retrieve(chunk)
