@@ -97,7 +97,7 @@ class KnowledgeDemoSettings:
     def resolved_recipe(self) -> dict[str, Any]:
         """The recipe with this run's step counts and its mixed precision resolved for this machine."""
         recipe = json.loads(json.dumps(KNOWLEDGE_RECIPES[self.init]))
-        unknown = sorted(set(self.overrides or {}) - set(recipe) - {"mixed_precision"})
+        unknown = sorted(set(self.overrides or {}) - set(recipe))
         if unknown:
             raise ValueError(f"overrides {unknown} are not values of the {self.init!r} recipe: {', '.join(recipe)}.")
         recipe.update(self.overrides or {})

@@ -52,7 +52,7 @@ KNOWLEDGE_RECIPES: dict[str, dict[str, Any]] = {
         "ict_steps": 200, "ict_batch_size": 32, "ict_learning_rate": 1e-3,
         "reading_warmup_steps": 300, "reading_warmup_batch_size": 64, "reading_warmup_learning_rate": 2e-3,
         "mlm_head_learning_rate_factor": 1,
-        "steps": 300, "batch_size": 16, "learning_rate": 1e-3,
+        "steps": 300, "batch_size": 16, "learning_rate": 1e-3, "mixed_precision": "no",
         # no utility gate: the tiny encoder's reading utility stays low while encoder and retriever improve together
         "retriever_gate_utility": None,
     },

@@ -118,24 +118,21 @@ def held_out_sentence_figures(
 
 
 def current_candidate_embeds(
-    retriever: RealmRetriever, batch: dict, index: RealmIndex, null_index: int | None
+    batch: dict, index: RealmIndex, null_index: int | None, null_embed: Callable[[dict, int], torch.Tensor]
 ) -> torch.Tensor | None:
     """The document embeddings of a candidate batch's candidates, `[B, K, D]`, from an `index` the retriever's current
-    document tower has just built (so they are what the tower would compute); ∅'s, which no index holds, embedded
-    once by the tower (every row's ∅ is the same empty block). None when a candidate other than ∅ has no block id
-    (the caller embeds the candidates then)."""
+    document tower has just built (so they are what the tower would compute); ∅'s, which no index holds, from
+    `null_embed(batch, null_index)` `[1, D]` (every row's ∅ is the same empty block). None when a candidate other
+    than ∅ has no block id (the caller embeds the candidates then)."""
     block_ids = batch["candidate_block_ids"].cpu()  # [B, K], -1 for ∅
-    real = block_ids >= 0
+    is_null = torch.zeros_like(block_ids, dtype=torch.bool)
     if null_index is not None:
-        real[:, null_index] = True
-    if not bool(real.all()) or not bool((block_ids >= 0).any()):
+        is_null[:, null_index] = True
+    if bool((block_ids[~is_null] < 0).any()) or bool(is_null.all()):
         return None
-    stand_in = block_ids[block_ids >= 0][0]
-    embeds = index.get_embeddings(block_ids.where(block_ids >= 0, stand_in))  # [B, K, D] (∅'s filled below)
+    embeds = index.get_embeddings(block_ids.masked_fill(is_null, block_ids[~is_null][0]))  # [B, K, D] (∅: a stand-in)
     if null_index is not None:
-        empty = {name: batch[f"candidate_{name}"][:1, null_index] for name in ("input_ids", "attention_mask", "token_type_ids")}
-        null_embed = retriever.embed_documents(**empty).float().cpu()  # [1, D]
-        embeds[:, null_index] = null_embed
+        embeds[:, null_index] = null_embed(batch, null_index)
     return embeds.to(batch["query_input_ids"].device)
 
 
@@ -148,10 +145,18 @@ def scoring_with_index_embeddings(
     embeddings (a sharded one: each rank holds part of them) leaves `retrieve` as it is."""
     if not hasattr(index, "get_embeddings"):
         return retrieve
+    embedded_null: list[torch.Tensor] = []  # ∅'s embedding, computed by the tower at the first batch that has ∅
+
+    def null_embed(batch: dict, null_index: int) -> torch.Tensor:
+        if not embedded_null:
+            columns = ("input_ids", "attention_mask", "token_type_ids")
+            empty = {name: batch[f"candidate_{name}"][:1, null_index] for name in columns}  # [1, L] each
+            embedded_null.append(retriever.embed_documents(**empty).float().cpu())  # [1, D]
+        return embedded_null[0]
 
     def retrieve_with_embeddings(chunk: list[dict]) -> tuple[dict, int | None]:
         batch, null_index = retrieve(chunk)
-        batch["candidate_embeds"] = current_candidate_embeds(retriever, batch, index, null_index)
+        batch["candidate_embeds"] = current_candidate_embeds(batch, index, null_index, null_embed)
         return batch, null_index
 
     return retrieve_with_embeddings
